@@ -1,0 +1,236 @@
+"""Configuration: ``[tool.imlint]`` in the nearest ``pyproject.toml``, plus CLI overrides."""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomllib
+
+from imlint.options import AnalysisOptions
+
+
+class ConfigError(Exception):
+    """A broken configuration: reported as one line, exit code 2."""
+
+
+#: Directories never descended into (as ruff does), unless given explicitly.
+DEFAULT_EXCLUDE = (
+    ".bzr",
+    ".direnv",
+    ".eggs",
+    ".git",
+    ".git-rewrite",
+    ".hg",
+    ".imlint_cache",
+    ".ipynb_checkpoints",
+    ".mypy_cache",
+    ".nox",
+    ".pants.d",
+    ".pyenv",
+    ".pytest_cache",
+    ".pytype",
+    ".ruff_cache",
+    ".svn",
+    ".tox",
+    ".venv",
+    ".vscode",
+    "__pycache__",
+    "__pypackages__",
+    "_build",
+    "buck-out",
+    "node_modules",
+    "site-packages",
+    "venv",
+)
+
+#: key -> (python type of the value, description) for ``[tool.imlint]``.
+KNOWN_KEYS: dict[str, str] = {
+    "select": "list of rule codes or prefixes to enable",
+    "extend-select": "list of rule codes or prefixes to enable on top of the defaults",
+    "ignore": "list of rule codes or prefixes to disable",
+    "exclude": "list of glob patterns of paths to skip",
+    "extend-exclude": "list of glob patterns of paths to skip, on top of `exclude`",
+    "extra-allocators": "list of callables (dotted names) that allocate tensors",
+    "extra-guards": "list of context managers or decorators that act as inference_mode(False)",
+    "extra-cache-decorators": "list of decorators that cache a function's return value",
+    "per-file-ignores": "table of glob pattern -> list of rule codes",
+}
+
+
+@dataclass
+class Settings:
+    """The effective configuration of one run."""
+
+    root: Path = field(default_factory=Path.cwd)
+    config_path: Path | None = None
+    select: tuple[str, ...] | None = None  # None: the rules that are on by default
+    extend_select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    extend_exclude: tuple[str, ...] = ()
+    per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    options: AnalysisOptions = field(default_factory=AnalysisOptions)
+
+    # ---- rule selection
+
+    def enabled_codes(self, all_codes: Iterable[tuple[str, bool]]) -> set[str]:
+        """Codes enabled by select/extend-select/ignore. ``all_codes``: (code, default on)."""
+        enabled: set[str] = set()
+        for code, default_on in all_codes:
+            if self.select is None:
+                on = default_on
+            else:
+                on = _matches(code, self.select)
+            on = on or _matches(code, self.extend_select)
+            if on and not _matches(code, self.ignore):
+                enabled.add(code)
+        return enabled
+
+    # ---- paths
+
+    def relative(self, path: str) -> str:
+        try:
+            rel = os.path.relpath(os.path.abspath(path), self.root)
+        except ValueError:  # another drive on Windows
+            return path
+        return rel.replace(os.sep, "/")
+
+    def is_excluded(self, path: str) -> bool:
+        """Whether a path (file or directory) matches an exclude pattern."""
+        patterns = (*DEFAULT_EXCLUDE, *self.exclude, *self.extend_exclude)
+        rel = self.relative(path)
+        name = os.path.basename(os.path.normpath(path))
+        for pat in patterns:
+            if fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(rel, pat):
+                return True
+            if "/" in pat and fnmatch.fnmatchcase(rel, pat.rstrip("/") + "/*"):
+                return True
+        return False
+
+    def is_excluded_anywhere(self, path: str) -> bool:
+        """Whether a path or any folder above it (inside the root) is excluded."""
+        current = os.path.normpath(path)
+        while current and current not in (".", os.sep):
+            if self.is_excluded(current):
+                return True
+            parent = os.path.dirname(current)
+            if parent == current or self.relative(parent).startswith(".."):
+                break
+            current = parent
+        return False
+
+    def ignored_for(self, path: str) -> tuple[str, ...]:
+        rel = self.relative(path)
+        name = os.path.basename(path)
+        out: list[str] = []
+        for pat, codes in self.per_file_ignores.items():
+            if fnmatch.fnmatchcase(rel, pat) or fnmatch.fnmatchcase(name, pat):
+                out.extend(codes)
+        return tuple(out)
+
+    def cache_key(self) -> str:
+        return "|".join(
+            [
+                ",".join(self.select or ("<default>",)),
+                ",".join(self.extend_select),
+                ",".join(self.ignore),
+                ";".join(f"{k}={','.join(v)}" for k, v in sorted(self.per_file_ignores.items())),
+                self.options.key(),
+            ]
+        )
+
+
+def _matches(code: str, selectors: Iterable[str]) -> bool:
+    return any(s == "ALL" or code.startswith(s) for s in selectors)
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest ``pyproject.toml`` with a ``[tool.imlint]`` table, from ``start`` up."""
+    start = start.resolve()
+    if start.is_file():
+        start = start.parent
+    for directory in (start, *start.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                text = candidate.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"{candidate}: error: cannot read config: {exc}") from None
+            if "[tool.imlint" in text or "tool.imlint" in text:
+                return candidate
+    return None
+
+
+def _string_list(path: Path, key: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(
+            f"{path}: error: [tool.imlint] {key} must be a list of strings, got {type(value).__name__}: {value!r}"
+        )
+    return tuple(value)
+
+
+def load_settings(config_path: Path | None) -> Settings:
+    """Read ``[tool.imlint]`` from a file (``None``: defaults rooted at the cwd)."""
+    if config_path is None:
+        return Settings(root=Path.cwd())
+    try:
+        data = tomllib.loads(config_path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(
+            f"{config_path}: error: cannot read config: {exc.strerror or exc}"
+        ) from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{config_path}: error: config is not valid UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{config_path}: error: invalid TOML: {exc}") from None
+    tool = data.get("tool", {})
+    table = tool.get("imlint", {}) if isinstance(tool, dict) else {}
+    if not isinstance(table, dict):
+        raise ConfigError(f"{config_path}: error: [tool.imlint] must be a table")
+    unknown = sorted(set(table) - set(KNOWN_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"{config_path}: error: unknown key(s) in [tool.imlint]: {', '.join(unknown)} "
+            f"(known: {', '.join(KNOWN_KEYS)})"
+        )
+    settings = Settings(root=config_path.parent.resolve(), config_path=config_path)
+    if "select" in table:
+        settings.select = _string_list(config_path, "select", table["select"])
+    if "extend-select" in table:
+        settings.extend_select = _string_list(config_path, "extend-select", table["extend-select"])
+    if "ignore" in table:
+        settings.ignore = _string_list(config_path, "ignore", table["ignore"])
+    if "exclude" in table:
+        settings.exclude = _string_list(config_path, "exclude", table["exclude"])
+    if "extend-exclude" in table:
+        settings.extend_exclude = _string_list(
+            config_path, "extend-exclude", table["extend-exclude"]
+        )
+    if "per-file-ignores" in table:
+        pfi = table["per-file-ignores"]
+        if not isinstance(pfi, dict):
+            raise ConfigError(
+                f"{config_path}: error: [tool.imlint] per-file-ignores must be a table"
+            )
+        settings.per_file_ignores = {
+            str(k): _string_list(config_path, f"per-file-ignores.{k!r}", v) for k, v in pfi.items()
+        }
+    settings.options = AnalysisOptions(
+        extra_allocators=frozenset(
+            _string_list(config_path, "extra-allocators", table.get("extra-allocators", []))
+        ),
+        extra_guards=frozenset(
+            _string_list(config_path, "extra-guards", table.get("extra-guards", []))
+        ),
+        extra_cache_decorators=frozenset(
+            _string_list(
+                config_path, "extra-cache-decorators", table.get("extra-cache-decorators", [])
+            )
+        ),
+    )
+    return settings

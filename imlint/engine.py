@@ -1,0 +1,137 @@
+"""The engine: read a file, parse it once, build the model, run every enabled rule."""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from imlint.config import Settings
+from imlint.model import ModuleModel, parse_and_build
+from imlint.rule import Finding, Rule
+from imlint.rules import ALL_RULES
+from imlint.source import Source, SourceError, decode
+from imlint.suppress import is_suppressed
+
+
+@dataclass
+class FileResult:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    error: str | None = None  # one line, without the path
+
+
+def enabled_rules(settings: Settings) -> list[Rule]:
+    codes = settings.enabled_codes((r.code, r.default_enabled) for r in ALL_RULES)
+    return [r() for r in ALL_RULES if r.code in codes]
+
+
+def syntax_error_message(exc: cst.ParserSyntaxError, text: str) -> str:
+    """One line for a file LibCST cannot parse.
+
+    Python's own parser (``ast.parse``: parsing only, nothing runs) gives the more
+    precise message; when it accepts the file, LibCST lacks support for the syntax.
+    """
+    try:
+        ast.parse(text)
+    except SyntaxError as err:
+        return f"syntax error at {err.lineno}:{err.offset}: {err.msg}"
+    except (ValueError, RecursionError, MemoryError):
+        pass
+    first = str(exc.message).strip().splitlines()[0] if exc.message else "invalid syntax"
+    return f"cannot parse at {exc.raw_line}:{exc.raw_column + 1} (syntax not supported by LibCST): {first}"
+
+
+class Linter:
+    """Checks files with a fixed set of rules and settings."""
+
+    def __init__(self, settings: Settings, rules: list[Rule] | None = None) -> None:
+        self.settings = settings
+        self.rules = enabled_rules(settings) if rules is None else rules
+
+    # ---- one module
+
+    def model(self, text: str) -> tuple[cst.Module, ModuleModel]:
+        return parse_and_build(text, self.settings.options)
+
+    def findings(self, path: str, text: str, model: ModuleModel) -> list[Finding]:
+        ignored = self.settings.ignored_for(path) if path != "-" else ()
+        lines = text.splitlines()
+        out: list[Finding] = []
+        seen: set[tuple[int, int, str]] = set()
+        for rule in self.rules:
+            if rule.code in ignored or any(rule.code.startswith(i) for i in ignored):
+                continue
+            for report in rule.check(model):
+                site = report.site
+                rng = site.range
+                key = (rng.start.line, rng.start.column, rule.code)
+                if key in seen:
+                    continue
+                seen.add(key)
+                if is_suppressed(rule.code, lines, (rng.start.line, rng.end.line)):
+                    continue
+                out.append(
+                    Finding(
+                        path=path,
+                        line=rng.start.line,
+                        col=rng.start.column + 1,
+                        end_line=rng.end.line,
+                        end_col=rng.end.column + 1,
+                        code=rule.code,
+                        severity=rule.severity.value,
+                        message=report.message,
+                        fixable=False,
+                        function=site.function.qualname,
+                        statement=" ".join(lines[rng.start.line - 1].split())
+                        if rng.start.line <= len(lines)
+                        else "",
+                        site=site,
+                    )
+                )
+        out.sort(key=Finding.sort_key)
+        return out
+
+    def check_text(self, path: str, text: str) -> list[Finding]:
+        """Findings for source text (raises ``libcst.ParserSyntaxError``)."""
+        _, model = self.model(text)
+        return self.findings(path, text, model)
+
+    # ---- one file, with every error turned into one line
+
+    def check_source(self, path: str, source: Source) -> FileResult:
+        try:
+            return FileResult(path, self.check_text(path, source.text))
+        except cst.ParserSyntaxError as exc:
+            return FileResult(path, error=syntax_error_message(exc, source.text))
+        except RecursionError:
+            return FileResult(path, error="too deeply nested to analyse")
+
+    def check_path(self, path: str) -> FileResult:
+        try:
+            source = read_source(path)
+        except SourceError as exc:
+            return FileResult(path, error=str(exc))
+        return self.check_source(path, source)
+
+
+def read_source(path: str) -> Source:
+    """Read and decode a file, turning every failure into a one-line SourceError."""
+    try:
+        if os.path.isdir(path):
+            raise SourceError("is a directory, not a Python file")
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise SourceError("dangling symbolic link") from None
+        raise SourceError("no such file") from None
+    except PermissionError:
+        raise SourceError("permission denied") from None
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP
+            raise SourceError("symbolic link loop") from None
+        raise SourceError(f"cannot read: {exc.strerror or exc}") from None
+    return decode(raw)

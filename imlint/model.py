@@ -1,0 +1,1187 @@
+"""The shared analysis model.
+
+One walk over a module's LibCST tree collects, for every function, the facts the
+rules need: which names hold which values, which containers are local, which
+statements sit under which guards and conditions, which stores outlive the call,
+and which in-place writes touch which buffers. :func:`build_model` then resolves
+those facts into :class:`AllocationSite` records; every rule reads the same
+records instead of walking the tree again.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from imlint.names import (
+    INFERENCE_MODE_NAMES,
+    TENSOR_NEW_METHODS,
+    TORCH_FACTORIES,
+    VIEW_ATTRIBUTES,
+    VIEW_METHODS,
+    ImportMap,
+    dotted_name,
+    expr_text,
+    literal_bool,
+    name_matches,
+    string_value,
+)
+from imlint.options import AnalysisOptions
+
+
+class Mode(enum.Enum):
+    """The grad mode an allocation runs under, as far as the source shows."""
+
+    UNKNOWN = "unknown"  # no explicit mode: whatever the caller had
+    GUARDED = "guarded"  # inference_mode(False) or a configured guard
+    INFERENCE = "inference"  # inference_mode() / inference_mode(True)
+
+
+#: Functions whose attribute stores on ``self`` are construction, not lazy caching.
+CONSTRUCTORS = frozenset({"__init__", "__new__", "__post_init__"})
+
+#: Calls that build a fresh object: a name assigned one of these is a local container.
+_FRESH_CALLS = frozenset(
+    {
+        "dict",
+        "list",
+        "set",
+        "tuple",
+        "frozenset",
+        "defaultdict",
+        "collections.defaultdict",
+        "OrderedDict",
+        "collections.OrderedDict",
+        "SimpleNamespace",
+        "types.SimpleNamespace",
+        "object",
+    }
+)
+
+#: Methods whose result is (derived from) the receiver tensor, for handle aliasing.
+_DERIVED_METHODS = VIEW_METHODS | frozenset(
+    {"to", "cuda", "cpu", "type", "float", "half", "bfloat16", "int", "long", "bool", "pin_memory"}
+)
+
+#: Tensor methods that return something other than a tensor. Any other method called
+#: on a fresh allocation returns a tensor made under the same mode (``.tril()``).
+_NON_TENSOR_METHODS = frozenset(
+    {
+        "item",
+        "tolist",
+        "numel",
+        "nelement",
+        "size",
+        "dim",
+        "ndimension",
+        "stride",
+        "storage_offset",
+        "data_ptr",
+        "element_size",
+        "is_contiguous",
+        "is_inference",
+        "get_device",
+        "numpy",
+        "untyped_storage",
+        "__len__",
+    }
+)
+
+_CACHE_DECORATORS = frozenset(
+    {"functools.cache", "functools.lru_cache", "functools.cached_property", "cache", "lru_cache"}
+)
+
+_LAZY_FRAMES = frozenset({"if_body", "if_else", "while", "ifexp_body", "ifexp_else", "boolop"})
+
+
+@dataclass(eq=False)
+class Frame:
+    """One enclosing block of a node, inside its function."""
+
+    kind: str  # if_body if_else while for with try handler lambda comp ifexp_* boolop
+    node: cst.CSTNode
+    test: cst.CSTNode | None = None  # the condition for conditional frames
+    mode: Mode | None = None  # for ``with`` frames and is_inference() branches
+    owner: tuple[int, str | None] = (0, None)  # what closes the frame
+
+
+Frames = tuple[Frame, ...]
+
+
+@dataclass(eq=False)
+class ClassModel:
+    name: str
+    node: cst.ClassDef
+    functions: list[FunctionModel] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Store:
+    """A store of a value into storage that may outlive the call."""
+
+    kind: str  # subscript attribute global setattr register_buffer setdefault update return
+    target: str  # how messages name the storage: ``buffers[key]``, ``self._buf``
+    container: str | None  # ``buffers`` for ``buffers[key]``
+    root: cst.BaseExpression | None  # the object or container stored into
+    value: cst.BaseExpression | None
+    frames: Frames
+    order: int
+    stmt: cst.CSTNode | None
+
+    @property
+    def token(self) -> str:
+        return "store:" + self.target
+
+
+@dataclass(eq=False)
+class InplaceWrite:
+    """A torch-level in-place write: ``x.zero_()``, ``x[i] = v``, ``x += v``, ``out=x``."""
+
+    handle: cst.BaseExpression
+    text: str
+    frames: Frames
+    order: int
+    line: int
+    function: FunctionModel
+
+
+@dataclass(eq=False)
+class EarlyExit:
+    """``if <test>: ... return`` : what follows runs only when the test failed."""
+
+    test: cst.BaseExpression
+    frames: Frames
+    order: int
+
+
+@dataclass(eq=False)
+class AllocationSite:
+    """A tensor allocation inside a function, with everything rules need to judge it."""
+
+    call: cst.Call
+    allocator: str
+    function: FunctionModel
+    frames: Frames
+    stmt: cst.SimpleStatementLine | None  # the smallest enclosing statement line
+    suite: cst.SimpleStatementSuite | None  # set when on a one-line compound statement
+    order: int
+    range: CodeRange
+    # Resolved by build_model:
+    store: Store | None = None
+    mode: Mode = Mode.UNKNOWN
+    lazy: str | None = None  # why the allocation is lazy, if it is
+    lazy_frame: Frame | None = None
+    lazy_exit: EarlyExit | None = None
+    writes: list[InplaceWrite] = field(default_factory=list)
+
+    @property
+    def line(self) -> int:
+        return self.range.start.line
+
+    @property
+    def col(self) -> int:
+        return self.range.start.column + 1
+
+    @property
+    def persistent(self) -> bool:
+        return self.store is not None
+
+    @property
+    def in_lambda(self) -> bool:
+        return any(f.kind == "lambda" for f in self.frames)
+
+    @property
+    def in_comprehension(self) -> bool:
+        return any(f.kind == "comp" for f in self.frames)
+
+
+@dataclass(eq=False)
+class FunctionModel:
+    name: str
+    qualname: str
+    node: cst.FunctionDef
+    parent: FunctionModel | None
+    cls: ClassModel | None
+    self_name: str | None
+    params: frozenset[str]
+    decorator_mode: Mode | None
+    cached: bool
+    globals: set[str] = field(default_factory=set)
+    defs: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+    other_bound: set[str] = field(default_factory=set)  # for/with/except/import targets
+    fresh_texts: dict[str, int] = field(default_factory=dict)  # target text -> order of fresh store
+    stores: list[Store] = field(default_factory=list)
+    writes: list[InplaceWrite] = field(default_factory=list)
+    early_exits: list[EarlyExit] = field(default_factory=list)
+    drops: list[tuple[str, int]] = field(default_factory=list)
+    allocations: list[AllocationSite] = field(default_factory=list)
+    _tokens: dict[str, frozenset[str]] = field(default_factory=dict)
+    _mentions: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def is_constructor(self) -> bool:
+        return self.cls is not None and self.name in CONSTRUCTORS and self.self_name is not None
+
+    def is_local(self, name: str) -> bool:
+        return name not in self.globals and (
+            name in self.defs or name in self.params or name in self.other_bound
+        )
+
+
+@dataclass
+class ModuleModel:
+    imports: ImportMap
+    functions: list[FunctionModel]
+    classes: list[ClassModel]
+    allocations: list[AllocationSite]
+    options: AnalysisOptions
+
+    @property
+    def sites(self) -> list[AllocationSite]:
+        """Allocations stored into persistent storage, in source order."""
+        return [a for a in self.allocations if a.store is not None]
+
+
+# --------------------------------------------------------------------------- collection
+
+
+class _Collector(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, options: AnalysisOptions) -> None:
+        super().__init__()
+        self.options = options
+        self.imports = ImportMap()
+        self.functions: list[FunctionModel] = []
+        self.classes: list[ClassModel] = []
+        self.allocations: list[AllocationSite] = []
+        self._func: list[FunctionModel] = []
+        self._class: list[ClassModel | None] = [None]
+        self._frames: list[Frame] = []
+        self._saved_frames: list[list[Frame]] = []
+        self._stmt: list[cst.SimpleStatementLine | cst.SimpleStatementSuite] = []
+        self._order = 0
+        self._pending_imports: list[cst.Import | cst.ImportFrom] = []
+
+    # ---- helpers
+
+    def _next(self) -> int:
+        self._order += 1
+        return self._order
+
+    def _snapshot(self) -> Frames:
+        return tuple(self._frames)
+
+    @property
+    def func(self) -> FunctionModel | None:
+        return self._func[-1] if self._func else None
+
+    def _range(self, node: cst.CSTNode) -> CodeRange:
+        return self.get_metadata(PositionProvider, node)
+
+    def call_mode(self, node: cst.BaseExpression) -> Mode | None:
+        """The grad mode a ``with`` item or decorator sets, if it sets one."""
+        func = node.func if isinstance(node, cst.Call) else node
+        q = self.imports.qualify(func)
+        if q is None:
+            return None
+        if self.options.extra_guards and name_matches(q, self.options.extra_guards):
+            return Mode.GUARDED
+        if q not in INFERENCE_MODE_NAMES:
+            return None
+        if not isinstance(node, cst.Call):
+            return None  # ``@torch.inference_mode`` without a call: enabled by default
+        arg: cst.BaseExpression | None = None
+        for a in node.args:
+            if a.keyword is None and a.star == "":
+                arg = a.value
+                break
+            if a.keyword is not None and a.keyword.value == "mode":
+                arg = a.value
+                break
+        if arg is None:
+            return Mode.INFERENCE
+        value = literal_bool(arg)
+        if value is None:
+            return None
+        return Mode.INFERENCE if value else Mode.GUARDED
+
+    def _decorator_info(self, node: cst.FunctionDef) -> tuple[Mode | None, bool, bool]:
+        mode: Mode | None = None
+        cached = False
+        static = False
+        for dec in node.decorators:
+            expr = dec.decorator
+            m = self.call_mode(expr)
+            if m is None and not isinstance(expr, cst.Call):
+                q = self.imports.qualify(expr)
+                if q is not None and q in INFERENCE_MODE_NAMES:
+                    m = Mode.INFERENCE  # bare @torch.inference_mode
+            if m is not None and mode is None:
+                mode = m  # the outermost decorator applies last; any explicit mode counts
+            target = expr.func if isinstance(expr, cst.Call) else expr
+            q = self.imports.qualify(target) or ""
+            last = q.rsplit(".", 1)[-1]
+            if (
+                q in _CACHE_DECORATORS
+                or "cache" in last.lower()
+                or (
+                    self.options.extra_cache_decorators
+                    and name_matches(q, self.options.extra_cache_decorators)
+                )
+            ):
+                cached = True
+            if last == "staticmethod":
+                static = True
+        return mode, cached, static
+
+    # ---- imports, classes, functions
+
+    def visit_Import(self, node: cst.Import) -> None:
+        self.imports.add(node)
+        self._bind_import(node)
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        self.imports.add(node)
+        self._bind_import(node)
+
+    def _bind_import(self, node: cst.Import | cst.ImportFrom) -> None:
+        f = self.func
+        if f is None or isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                f.other_bound.add(alias.asname.name.value)
+            else:
+                d = dotted_name(alias.name)
+                if d:
+                    f.other_bound.add(d.split(".", 1)[0])
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        cls = ClassModel(node.name.value, node)
+        self.classes.append(cls)
+        self._class.append(cls)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self._class.pop()
+
+    def visit_FunctionDef_body(self, node: cst.FunctionDef) -> None:
+        parent = self.func
+        cls = self._class[-1]
+        # A method is a function defined directly in a class body.
+        direct_method = cls is not None
+        mode, cached, static = self._decorator_info(node)
+        params = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
+        all_params = params + [p.name.value for p in node.params.kwonly_params]
+        for star in (node.params.star_arg, node.params.star_kwarg):
+            if isinstance(star, cst.Param):
+                all_params.append(star.name.value)
+        self_name = params[0] if direct_method and params and not static else None
+        qual_parts = [parent.qualname] if parent is not None else []
+        if direct_method and cls is not None:
+            qual_parts.append(cls.name)
+        qualname = ".".join([*qual_parts, node.name.value])
+        fm = FunctionModel(
+            name=node.name.value,
+            qualname=qualname,
+            node=node,
+            parent=parent,
+            cls=cls if direct_method else (parent.cls if parent else None),
+            self_name=self_name if direct_method else (parent.self_name if parent else None),
+            params=frozenset(all_params),
+            decorator_mode=mode,
+            cached=cached,
+        )
+        if direct_method and cls is not None:
+            cls.functions.append(fm)
+        self.functions.append(fm)
+        if parent is not None:
+            parent.other_bound.add(node.name.value)
+        self._func.append(fm)
+        self._saved_frames.append(self._frames)
+        self._frames = []
+        self._class.append(None)  # a nested def is not a method of the enclosing class
+
+    def leave_FunctionDef_body(self, node: cst.FunctionDef) -> None:
+        self._func.pop()
+        self._frames = self._saved_frames.pop()
+        self._class.pop()
+
+    def visit_Global(self, node: cst.Global) -> None:
+        if self.func is not None:
+            self.func.globals.update(n.name.value for n in node.names)
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        if self.func is not None:
+            self.func.globals.update(n.name.value for n in node.names)
+
+    # ---- frames
+
+    def _push(
+        self,
+        kind: str,
+        node: cst.CSTNode,
+        test: cst.CSTNode | None = None,
+        mode: Mode | None = None,
+        attribute: str | None = "body",
+    ) -> None:
+        """Open a frame; it closes when the visitor leaves ``node`` (or its ``attribute``)."""
+        self._frames.append(Frame(kind, node, test, mode, (id(node), attribute)))
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        if self._frames and self._frames[-1].owner == (id(original_node), attribute):
+            self._frames.pop()
+        super().on_leave_attribute(original_node, attribute)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if self._frames and self._frames[-1].owner == (id(original_node), None):
+            self._frames.pop()
+        super().on_leave(original_node)
+
+    def visit_If(self, node: cst.If) -> None:
+        f = self.func
+        if f is None:
+            return
+        body = node.body
+        small: Sequence[cst.BaseSmallStatement] = ()
+        if isinstance(body, cst.SimpleStatementSuite):
+            small = body.body
+        elif body.body and isinstance(body.body[-1], cst.SimpleStatementLine):
+            small = body.body[-1].body
+        returns = any(isinstance(s, cst.Return) for s in small)
+        if returns:
+            f.early_exits.append(EarlyExit(node.test, self._snapshot(), self._next()))
+
+    def visit_If_body(self, node: cst.If) -> None:
+        mode = Mode.GUARDED if _calls_is_inference(node.test) else None
+        self._push("if_body", node, node.test, mode)
+
+    def visit_If_orelse(self, node: cst.If) -> None:
+        self._push("if_else", node, node.test, attribute="orelse")
+
+    def visit_While_body(self, node: cst.While) -> None:
+        self._push("while", node, node.test)
+
+    def visit_For_body(self, node: cst.For) -> None:
+        self._push("for", node)
+        self._bind_target(node.target)
+
+    def visit_With_body(self, node: cst.With) -> None:
+        mode: Mode | None = None
+        for item in node.items:
+            m = self.call_mode(item.item)
+            if m is not None:
+                mode = m  # later items are entered inside earlier ones
+            if item.asname is not None:
+                self._bind_target(item.asname.name)
+        self._push("with", node, None, mode)
+
+    def visit_Try_body(self, node: cst.Try) -> None:
+        self._push("try", node)
+
+    def visit_ExceptHandler_body(self, node: cst.ExceptHandler) -> None:
+        self._push("handler", node)
+        if node.name is not None:
+            self._bind_target(node.name.name)
+
+    def visit_Lambda(self, node: cst.Lambda) -> None:
+        self._push("lambda", node, attribute=None)
+
+    def _comp(self, node: cst.CSTNode) -> None:
+        self._push("comp", node, attribute=None)
+
+    visit_ListComp = _comp
+    visit_SetComp = _comp
+    visit_DictComp = _comp
+    visit_GeneratorExp = _comp
+
+    def visit_IfExp_body(self, node: cst.IfExp) -> None:
+        self._push("ifexp_body", node, node.test, attribute="body")
+
+    def visit_IfExp_orelse(self, node: cst.IfExp) -> None:
+        self._push("ifexp_else", node, node.test, attribute="orelse")
+
+    def visit_BooleanOperation_right(self, node: cst.BooleanOperation) -> None:
+        self._push("boolop", node, node.left, attribute="right")
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self._stmt.append(node)
+
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine) -> None:
+        self._stmt.pop()
+
+    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
+        self._stmt.append(node)
+
+    def leave_SimpleStatementSuite(self, original_node: cst.SimpleStatementSuite) -> None:
+        self._stmt.pop()
+
+    # ---- statements
+
+    def _bind_target(self, target: cst.BaseExpression) -> None:
+        f = self.func
+        if f is None:
+            return
+        if isinstance(target, cst.Name):
+            f.other_bound.add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for el in target.elements:
+                self._bind_target(el.value)
+        elif isinstance(target, cst.StarredElement):
+            self._bind_target(target.value)
+
+    def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        f = self.func
+        if f is None:
+            return
+        if isinstance(target, cst.Name):
+            name = target.value
+            if value is not None:
+                f.defs.setdefault(name, []).append(value)
+            else:
+                f.other_bound.add(name)
+            if name in f.globals:
+                self._store("global", name, None, target, value)
+                if value is not None and _is_none(value):
+                    f.drops.append((name, self._next()))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            values: Iterable[cst.BaseElement | None]
+            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(
+                target.elements
+            ):
+                values = value.elements
+            else:
+                values = [None] * len(target.elements)
+            for el, v in zip(target.elements, values, strict=False):
+                self._assign(el.value, v.value if v is not None else None)
+        elif isinstance(target, cst.StarredElement):
+            self._assign(target.value, None)
+        elif isinstance(target, cst.Attribute):
+            text = expr_text(target, f.self_name)
+            self._store("attribute", text, None, target.value, value)
+            if value is not None and _is_none(value):
+                f.drops.append((text, self._next()))
+            elif value is not None and _is_fresh(value, self.imports):
+                f.fresh_texts.setdefault(text, self._order)
+        elif isinstance(target, cst.Subscript):
+            text = expr_text(target, f.self_name)
+            container = expr_text(target.value, f.self_name)
+            self._store("subscript", text, container, target.value, value)
+            self._write(target.value, f"{container}[...] = ...")
+            if value is not None and _is_none(value):
+                f.drops.append((text, self._next()))
+
+    def _store(
+        self,
+        kind: str,
+        target: str,
+        container: str | None,
+        root: cst.BaseExpression | None,
+        value: cst.BaseExpression | None,
+    ) -> None:
+        f = self.func
+        assert f is not None
+        stmt = self._stmt[-1] if self._stmt else None
+        f.stores.append(
+            Store(kind, target, container, root, value, self._snapshot(), self._next(), stmt)
+        )
+
+    def _write(self, handle: cst.BaseExpression, text: str, at: cst.CSTNode | None = None) -> None:
+        f = self.func
+        if f is None:
+            return
+        line = self._range(at if at is not None else handle).start.line
+        f.writes.append(InplaceWrite(handle, text, self._snapshot(), self._next(), line, f))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for t in node.targets:
+            self._assign(t.target, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._assign(node.target, node.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        f = self.func
+        if f is None:
+            return
+        target = node.target
+        handle = target.value if isinstance(target, cst.Subscript) else target
+        op = _EMPTY.code_for_node(node.operator).strip()
+        self._write(handle, f"{expr_text(target, f.self_name)} {op} ...")
+        if isinstance(target, cst.Name):
+            f.other_bound.add(target.value)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._assign(node.target, node.value)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        f = self.func
+        if f is None:
+            return
+        targets = (
+            node.target.elements
+            if isinstance(node.target, (cst.Tuple, cst.List))
+            else [node.target]
+        )
+        for t in targets:
+            expr = t.value if isinstance(t, cst.BaseElement) else t
+            f.drops.append((expr_text(expr, f.self_name), self._next()))
+
+    def visit_Return(self, node: cst.Return) -> None:
+        f = self.func
+        if f is None or node.value is None or not f.cached:
+            return
+        if any(fr.kind == "lambda" for fr in self._frames):
+            return
+        self._store("return", f"{f.qualname}()", None, None, node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        f = self.func
+        if f is None:
+            return
+        allocator = self._allocator(node)
+        if allocator is not None:
+            stmt = self._stmt[-1] if self._stmt else None
+            site = AllocationSite(
+                call=node,
+                allocator=allocator,
+                function=f,
+                frames=self._snapshot(),
+                stmt=stmt if isinstance(stmt, cst.SimpleStatementLine) else None,
+                suite=stmt if isinstance(stmt, cst.SimpleStatementSuite) else None,
+                order=self._next(),
+                range=self._range(node),
+            )
+            f.allocations.append(site)
+            self.allocations.append(site)
+        func = node.func
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "out":
+                outs = (
+                    arg.value.elements
+                    if isinstance(arg.value, (cst.Tuple, cst.List))
+                    else [arg.value]
+                )
+                for o in outs:
+                    v = o.value if isinstance(o, cst.BaseElement) else o
+                    self._write(v, f"out={expr_text(v, f.self_name)}", at=node)
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            receiver = func.value
+            if method.endswith("_") and not method.startswith("_") and len(method) > 1:
+                self._write(receiver, f"{expr_text(receiver, f.self_name)}.{method}()", at=node)
+            args = [a for a in node.args if a.star == ""]
+            rtext = expr_text(receiver, f.self_name)
+            if method == "setdefault" and len(args) >= 2:
+                key = expr_text(args[0].value, f.self_name)
+                self._store("setdefault", f"{rtext}[{key}]", rtext, receiver, args[1].value)
+            elif method == "__setitem__" and len(args) >= 2:
+                key = expr_text(args[0].value, f.self_name)
+                self._store("subscript", f"{rtext}[{key}]", rtext, receiver, args[1].value)
+            elif method == "update":
+                for a in args:
+                    if a.keyword is not None:
+                        self._store(
+                            "update", f"{rtext}['{a.keyword.value}']", rtext, receiver, a.value
+                        )
+                    elif isinstance(a.value, cst.Dict):
+                        for el in a.value.elements:
+                            if isinstance(el, cst.DictElement):
+                                key = expr_text(el.key, f.self_name)
+                                self._store("update", f"{rtext}[{key}]", rtext, receiver, el.value)
+            elif method == "register_buffer" and len(args) >= 2:
+                name = string_value(args[0].value)
+                target = f"{rtext}.{name}" if name else f"{rtext}.<buffer>"
+                self._store("register_buffer", target, None, receiver, args[1].value)
+            elif method == "pop" and args:
+                f.drops.append((f"{rtext}[{expr_text(args[0].value, f.self_name)}]", self._next()))
+            elif method == "clear" and not args:
+                f.drops.append((f"{rtext}[]", self._next()))
+        elif isinstance(func, cst.Name) and func.value == "setattr" and len(node.args) >= 3:
+            obj = node.args[0].value
+            name = string_value(node.args[1].value)
+            otext = expr_text(obj, f.self_name)
+            target = f"{otext}.{name}" if name else f"{otext}.<{expr_text(node.args[1].value)}>"
+            self._store("setattr", target, None, obj, node.args[2].value)
+
+    def _allocator(self, node: cst.Call) -> str | None:
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_NEW_METHODS:
+            return f".{func.attr.value}"
+        q = self.imports.qualify(func)
+        if q is None:
+            return None
+        head, _, rest = q.partition(".")
+        if head == "torch" and rest in TORCH_FACTORIES:
+            return q
+        if self.options.extra_allocators and name_matches(q, self.options.extra_allocators):
+            return q
+        return None
+
+
+_EMPTY = cst.Module(body=[])
+
+
+def _calls_is_inference(test: cst.BaseExpression) -> bool:
+    for node in _walk(test):
+        if isinstance(node, cst.Call) and isinstance(node.func, (cst.Attribute, cst.Name)):
+            name = node.func.attr.value if isinstance(node.func, cst.Attribute) else node.func.value
+            if name == "is_inference":
+                return True
+    return False
+
+
+def _is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _is_fresh(value: cst.BaseExpression, imports: ImportMap) -> bool:
+    """Whether an expression builds a new object that nothing else references."""
+    if isinstance(
+        value,
+        (
+            cst.Dict,
+            cst.List,
+            cst.Set,
+            cst.Tuple,
+            cst.ListComp,
+            cst.SetComp,
+            cst.DictComp,
+            cst.GeneratorExp,
+        ),
+    ):
+        return True
+    if isinstance(value, cst.Call):
+        q = imports.qualify(value.func)
+        if q is not None:
+            if q in _FRESH_CALLS:
+                return True
+            last = q.rsplit(".", 1)[-1]
+            if isinstance(value.func, cst.Name) and last[:1].isupper():
+                return True  # a constructor call: a new object
+            head, _, rest = q.partition(".")
+            if head == "torch" and rest in TORCH_FACTORIES:
+                return True
+        if isinstance(value.func, cst.Attribute) and value.func.attr.value in ("copy", "clone"):
+            return True
+    return False
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(n.children)
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+class _FunctionAnalysis:
+    """Resolves value flow, aliases and mentions inside one function."""
+
+    def __init__(self, f: FunctionModel, model: _ModuleIndex) -> None:
+        self.f = f
+        self.index = model
+
+    # -- locality
+
+    def root_kind(self, expr: cst.BaseExpression | None) -> str:
+        """How the object an expression names relates to this call.
+
+        ``local`` means created by this call; anything else may outlive it.
+        """
+        f = self.f
+        if expr is None:
+            return "other"
+        base = expr
+        while True:
+            text = expr_text(base, f.self_name)
+            if text in f.fresh_texts:
+                return "local"
+            if isinstance(base, (cst.Attribute, cst.Subscript)):
+                base = base.value
+                continue
+            break
+        if isinstance(base, cst.Name):
+            name = base.value
+            if name in f.globals:
+                return "global"
+            if f.self_name is not None and name == f.self_name:
+                return "self"
+            if name in f.params:
+                return "param"
+            values = f.defs.get(name)
+            if values:
+                if all(_is_fresh(v, self.index.imports) for v in values):
+                    return "local"
+                return "alias"
+            if name in f.other_bound:
+                return "alias"
+            return "global" if f.parent is None else "closure"
+        return "call"
+
+    # -- value flow: which allocation sites reach an expression
+
+    def flow(self, expr: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> set[int]:
+        sites = self.index.site_ids
+        out: set[int] = set()
+        stack: list[cst.BaseExpression] = [expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, cst.Call):
+                sid = sites.get(id(e))
+                if sid is not None:
+                    out.add(sid)
+                if (
+                    isinstance(e.func, cst.Attribute)
+                    and e.func.attr.value not in _NON_TENSOR_METHODS
+                ):
+                    stack.append(e.func.value)
+            elif isinstance(e, cst.Subscript):
+                stack.append(e.value)
+            elif isinstance(e, cst.Attribute):
+                if e.attr.value in VIEW_ATTRIBUTES:
+                    stack.append(e.value)
+            elif isinstance(e, cst.Name):
+                if e.value in seen or e.value in self.f.globals:
+                    continue
+                for v in self.f.defs.get(e.value, ()):
+                    out |= self.flow(v, seen | {e.value})
+            elif isinstance(e, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
+                stack.extend(el.value for el in e.elements)
+            elif isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+                stack.append(e.elt)
+            elif isinstance(e, cst.DictComp):
+                stack.append(e.value)
+            elif isinstance(e, cst.IfExp):
+                stack.extend((e.body, e.orelse))
+            elif isinstance(e, cst.BooleanOperation):
+                stack.extend((e.left, e.right))
+            elif isinstance(e, (cst.NamedExpr, cst.StarredElement)):
+                stack.append(e.value)
+        return out
+
+    # -- handles: which storages an expression aliases
+
+    def tokens(self, expr: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> set[str]:
+        f = self.f
+        out: set[str] = set()
+        stack: list[cst.BaseExpression] = [expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, cst.Name):
+                name = e.value
+                if name in seen:
+                    continue
+                if f.is_local(name):
+                    for v in f.defs.get(name, ()):
+                        out |= self.tokens(v, seen | {name})
+                else:
+                    out.add("store:" + name)
+            elif isinstance(e, cst.Attribute):
+                out.add("store:" + expr_text(e, f.self_name))
+                if e.attr.value in VIEW_ATTRIBUTES:
+                    stack.append(e.value)
+            elif isinstance(e, cst.Subscript):
+                out.add("store:" + expr_text(e, f.self_name))
+                stack.append(e.value)
+            elif isinstance(e, cst.Call):
+                sid = self.index.site_ids.get(id(e))
+                if sid is not None:
+                    out.add(f"alloc:{sid}")
+                func = e.func
+                args = [a for a in e.args if a.star == ""]
+                if isinstance(func, cst.Attribute):
+                    method = func.attr.value
+                    rtext = expr_text(func.value, f.self_name)
+                    if method in ("get", "setdefault", "__getitem__") and args:
+                        out.add(f"store:{rtext}[{expr_text(args[0].value, f.self_name)}]")
+                        if method == "setdefault" and len(args) > 1:
+                            stack.append(args[1].value)
+                    elif method in _DERIVED_METHODS or method.endswith("_"):
+                        stack.append(func.value)
+                    elif f.self_name is not None and rtext == "self":
+                        cached = self.index.cached_methods.get((id(f.cls), method))
+                        if cached is not None:
+                            out.add(f"store:{cached}()")
+                elif isinstance(func, cst.Name):
+                    if func.value == "getattr" and len(args) >= 2:
+                        attr = string_value(args[1].value)
+                        if attr:
+                            out.add(f"store:{expr_text(args[0].value, f.self_name)}.{attr}")
+                    elif func.value in self.index.cached_functions:
+                        out.add(f"store:{self.index.cached_functions[func.value]}()")
+            elif isinstance(e, cst.IfExp):
+                stack.extend((e.body, e.orelse))
+            elif isinstance(e, cst.BooleanOperation):
+                stack.extend((e.left, e.right))
+            elif isinstance(e, cst.NamedExpr):
+                stack.append(e.value)
+        return out
+
+    # -- mentions: which storages a condition looks at
+
+    def mentions(self, expr: cst.CSTNode, seen: frozenset[str] = frozenset()) -> set[str]:
+        f = self.f
+        out: set[str] = set()
+        for n in _walk(expr):
+            if isinstance(n, cst.Name):
+                name = n.value
+                out.add("self" if name == f.self_name else name)
+                if name not in seen and f.is_local(name):
+                    cached = f._mentions.get(name)
+                    if cached is None:
+                        acc: set[str] = set()
+                        for v in f.defs.get(name, ()):
+                            acc |= self.mentions(v, seen | {name})
+                        cached = frozenset(acc)
+                        if not seen:
+                            f._mentions[name] = cached
+                    out |= cached
+            elif isinstance(n, (cst.Attribute, cst.Subscript)):
+                out.add(expr_text(n, f.self_name))
+            elif isinstance(n, cst.Call) and isinstance(n.func, cst.Name):
+                if n.func.value in ("hasattr", "getattr") and len(n.args) >= 2:
+                    attr = string_value(n.args[1].value)
+                    if attr:
+                        out.add(f"{expr_text(n.args[0].value, f.self_name)}.{attr}")
+            elif isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute):
+                if n.func.attr.value in ("get", "__contains__") and n.args:
+                    rtext = expr_text(n.func.value, f.self_name)
+                    out.add(f"{rtext}[{expr_text(n.args[0].value, f.self_name)}]")
+        return out
+
+
+@dataclass
+class _ModuleIndex:
+    imports: ImportMap
+    site_ids: dict[int, int]  # id(call node) -> index in allocations
+    cached_functions: dict[str, str]  # module-level cached function name -> qualname
+    cached_methods: dict[tuple[int, str], str]  # (id(class), method) -> qualname
+
+
+def _persistent(store: Store, fa: _FunctionAnalysis) -> bool:
+    f = fa.f
+    if store.kind == "return":
+        return True
+    if store.kind == "global":
+        return True
+    kind = fa.root_kind(store.root)
+    if kind == "local":
+        return False
+    if store.kind in ("attribute", "setattr", "register_buffer"):
+        return not f.is_constructor
+    if store.kind in ("subscript", "setdefault", "update"):
+        return not (
+            f.is_constructor
+            and store.container is not None
+            and store.container.startswith("self.__dict__")
+        )
+    return False
+
+
+def _dropped(store: Store, f: FunctionModel) -> bool:
+    """Per-call scratch: the same call resets or drops the storage after storing."""
+    container_all = f"{store.container}[]" if store.container else None
+    for text, order in f.drops:
+        if order > store.order and (text == store.target or text == container_all):
+            return True
+    return False
+
+
+def _related(store: Store, f: FunctionModel, persistent_targets: set[str]) -> set[str]:
+    """Texts that, mentioned in a condition, make the allocation a cache miss."""
+    rel = {store.target} | persistent_targets
+    if store.container is not None:
+        rel.add(store.container)
+    if store.kind == "register_buffer" and store.root is not None:
+        rel.add(expr_text(store.root, f.self_name) + "._buffers")
+    return rel
+
+
+def _is_prefix(prefix: Frames, frames: Frames) -> bool:
+    return len(prefix) <= len(frames) and all(a is b for a, b in zip(prefix, frames, strict=False))
+
+
+def build_model(wrapper: MetadataWrapper, options: AnalysisOptions) -> ModuleModel:
+    """Walk a module once and resolve the facts every rule reads."""
+    collector = _Collector(options)
+    wrapper.visit(collector)
+    allocations = collector.allocations
+    cached_functions = {
+        f.name: f.qualname
+        for f in collector.functions
+        if f.cached and f.parent is None and f.cls is None
+    }
+    cached_methods = {
+        (id(f.cls), f.name): f.qualname
+        for f in collector.functions
+        if f.cached and f.cls is not None
+    }
+    index = _ModuleIndex(
+        collector.imports,
+        {id(site.call): i for i, site in enumerate(allocations)},
+        cached_functions,
+        cached_methods,
+    )
+    analyses = {id(f): _FunctionAnalysis(f, index) for f in collector.functions}
+
+    for f in collector.functions:
+        fa = analyses[id(f)]
+        persistent_stores = [s for s in f.stores if _persistent(s, fa) and not _dropped(s, f)]
+        persistent_targets = {
+            s.target for s in persistent_stores if s.kind in ("attribute", "global", "setattr")
+        }
+        flows: dict[int, Store] = {}
+        for store in persistent_stores:
+            if store.value is None:
+                continue
+            for sid in fa.flow(store.value):
+                flows.setdefault(sid, store)
+        for sid, store in flows.items():
+            site = allocations[sid]
+            if site.function is not f:
+                continue
+            site.store = store
+            site.mode = _mode(site)
+            _laziness(site, fa, _related(store, f, persistent_targets))
+
+    # In-place writes, per scope: the function, its class, or the module.
+    for site in allocations:
+        if site.store is not None:
+            _find_writes(site, analyses, collector.functions, index)
+
+    return ModuleModel(
+        collector.imports, collector.functions, collector.classes, allocations, options
+    )
+
+
+def _mode(site: AllocationSite) -> Mode:
+    for frame in reversed(site.frames):
+        if frame.kind == "lambda":
+            return Mode.UNKNOWN  # runs later, under whatever mode its caller has
+        if frame.mode is not None:
+            return frame.mode
+    f: FunctionModel | None = site.function
+    while f is not None:
+        if f.decorator_mode is not None:
+            return f.decorator_mode
+        f = f.parent
+    return Mode.UNKNOWN
+
+
+def _laziness(site: AllocationSite, fa: _FunctionAnalysis, related: set[str]) -> None:
+    store = site.store
+    assert store is not None
+    if store.kind == "return":
+        site.lazy = "cached function"
+        return
+    if store.kind == "setdefault":
+        site.lazy = "setdefault"
+        return
+    for frame in reversed(site.frames):
+        if frame.kind == "lambda":
+            break
+        if frame.kind in _LAZY_FRAMES and frame.test is not None:
+            if fa.mentions(frame.test) & related:
+                site.lazy = "cache miss"
+                site.lazy_frame = frame
+                return
+        if frame.kind == "handler":
+            try_node = _enclosing_try(site, frame)
+            if try_node is not None and fa.mentions(try_node.body) & related:
+                site.lazy = "cache miss"
+                site.lazy_frame = frame
+                return
+    for exit_ in fa.f.early_exits:
+        if exit_.order < site.order and _is_prefix(exit_.frames, site.frames):
+            if fa.mentions(exit_.test) & related:
+                site.lazy = "cache miss"
+                site.lazy_exit = exit_
+                return
+
+
+def _enclosing_try(site: AllocationSite, handler: Frame) -> cst.Try | None:
+    idx = site.frames.index(handler)
+    for frame in reversed(site.frames[:idx]):
+        if (
+            frame.kind == "try"
+            and isinstance(frame.node, cst.Try)
+            and handler.node in frame.node.handlers
+        ):
+            return frame.node
+    # the handler's Try has no "try" frame on the stack (we were not inside its body)
+    node = handler.node
+    for f in reversed(site.frames[:idx]):
+        for child in f.node.children:
+            if isinstance(child, cst.IndentedBlock):
+                for stmt in child.body:
+                    if isinstance(stmt, cst.Try) and node in stmt.handlers:
+                        return stmt
+    body: Sequence[cst.CSTNode] = site.function.node.body.body
+    for top in body:
+        if isinstance(top, cst.Try) and node in top.handlers:
+            return top
+    return None
+
+
+def _allocation_time(site: AllocationSite, write: InplaceWrite) -> bool:
+    """Whether a write only runs right after the allocation, under the same mode."""
+    if write.function is not site.function:
+        return False
+    if site.lazy == "cached function":
+        return True
+    if site.lazy_frame is not None:
+        return any(fr is site.lazy_frame for fr in write.frames)
+    if site.lazy_exit is not None:
+        return write.order > site.lazy_exit.order and _is_prefix(
+            site.lazy_exit.frames, write.frames
+        )
+    return False
+
+
+def _find_writes(
+    site: AllocationSite,
+    analyses: dict[int, _FunctionAnalysis],
+    functions: list[FunctionModel],
+    index: _ModuleIndex,
+) -> None:
+    store = site.store
+    assert store is not None
+    f = site.function
+    own = analyses[id(f)]
+    sid = index.site_ids[id(site.call)]
+    wanted = {store.token, f"alloc:{sid}"}
+    for w in f.writes:
+        if own.tokens(w.handle) & wanted and not _allocation_time(site, w):
+            site.writes.append(w)
+    # Other functions that can see the same storage.
+    kind = own.root_kind(store.root) if store.root is not None else "global"
+    others: list[FunctionModel]
+    if kind == "self" and f.cls is not None:
+        others = [g for g in functions if g.cls is f.cls]
+    elif kind == "global" or store.kind == "return":
+        others = functions
+    else:
+        others = []
+    for g in others:
+        if g is f:
+            continue
+        ga = analyses[id(g)]
+        for w in g.writes:
+            if store.token in ga.tokens(w.handle):
+                site.writes.append(w)
+    site.writes.sort(key=lambda w: (w.line, w.order))
+
+
+def parse_and_build(source: str, options: AnalysisOptions) -> tuple[cst.Module, ModuleModel]:
+    """Parse a module and build its model (raises ``libcst.ParserSyntaxError``)."""
+    module = cst.parse_module(source)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    return module, build_model(wrapper, options)

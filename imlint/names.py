@@ -1,0 +1,198 @@
+"""Name resolution: import aliases, dotted names and normalised expression text.
+
+Everything here is purely syntactic: imlint never imports the code it checks.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+#: ``torch.<name>`` factories that create a new tensor.
+TORCH_FACTORIES = frozenset(
+    {
+        "empty",
+        "zeros",
+        "ones",
+        "full",
+        "empty_like",
+        "zeros_like",
+        "ones_like",
+        "full_like",
+        "empty_strided",
+        "arange",
+        "tensor",
+        "eye",
+        "linspace",
+        "rand",
+        "randn",
+        "randint",
+    }
+)
+
+#: Tensor methods that allocate a new tensor: ``x.new_empty(...)``.
+TENSOR_NEW_METHODS = frozenset({"new_empty", "new_zeros", "new_ones", "new_full", "new_tensor"})
+
+#: Qualified names of ``inference_mode``.
+INFERENCE_MODE_NAMES = frozenset(
+    {
+        "torch.inference_mode",
+        "torch.autograd.inference_mode",
+        "torch.autograd.grad_mode.inference_mode",
+    }
+)
+
+#: Methods that return a view sharing storage with their receiver.
+VIEW_METHODS = frozenset(
+    {
+        "view",
+        "view_as",
+        "reshape",
+        "reshape_as",
+        "narrow",
+        "as_strided",
+        "flatten",
+        "unflatten",
+        "squeeze",
+        "unsqueeze",
+        "transpose",
+        "permute",
+        "t",
+        "expand",
+        "expand_as",
+        "select",
+        "diagonal",
+        "detach",
+        "contiguous",
+        "movedim",
+        "swapaxes",
+        "swapdims",
+        "unfold",
+        "split",
+        "chunk",
+        "unbind",
+        "tensor_split",
+        "__getitem__",
+    }
+)
+
+#: Attributes that are views of a tensor.
+VIEW_ATTRIBUTES = frozenset({"data", "T", "mT", "H", "mH", "real", "imag"})
+
+
+def dotted_name(node: cst.BaseExpression) -> str | None:
+    """``a.b.c`` for a chain of names and attributes, else None."""
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    parts.append(node.value)
+    return ".".join(reversed(parts))
+
+
+class ImportMap:
+    """Maps local names bound by imports to qualified names."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def add(self, node: cst.Import | cst.ImportFrom) -> None:
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = dotted_name(alias.name)
+                if full is None:
+                    continue
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    self.names[alias.asname.name.value] = full
+                else:
+                    head = full.split(".", 1)[0]
+                    self.names[head] = head
+            return
+        if isinstance(node.names, cst.ImportStar):
+            return
+        module = dotted_name(node.module) if node.module is not None else ""
+        prefix = "." * len(node.relative) + (module or "")
+        for alias in node.names:
+            name = dotted_name(alias.name)
+            if name is None:
+                continue
+            local = name
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                local = alias.asname.name.value
+            self.names[local] = (
+                f"{prefix}.{name}" if prefix and not prefix.endswith(".") else prefix + name
+            )
+
+    def qualify(self, node: cst.BaseExpression) -> str | None:
+        """The qualified name of a dotted expression, through import aliases."""
+        dotted = dotted_name(node)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        target = self.names.get(head)
+        if target is None:
+            return dotted
+        return f"{target}.{rest}" if rest else target
+
+    def alias_for(self, qualified: str) -> str | None:
+        """A local expression that names module ``qualified`` (e.g. ``th`` for ``torch``)."""
+        for local, target in self.names.items():
+            if target == qualified:
+                return local
+        return None
+
+
+def name_matches(qualified: str, configured: frozenset[str]) -> bool:
+    """Whether a qualified name matches one of the configured names.
+
+    A configured dotted name matches exactly; a configured bare name matches any
+    qualified name ending in it (``CuteDslMoEWrapper`` matches
+    ``flashinfer.CuteDslMoEWrapper``).
+    """
+    if qualified in configured:
+        return True
+    last = qualified.rsplit(".", 1)[-1]
+    if last in configured:
+        return True
+    # ``from .wrappers import X`` qualifies to ``.wrappers.X``: match the dotted tail.
+    stripped = qualified.lstrip(".")
+    return any(
+        c.endswith("." + stripped) or stripped.endswith("." + c) for c in configured if "." in c
+    )
+
+
+_EMPTY_MODULE = cst.Module(body=[])
+
+
+def expr_text(node: cst.CSTNode, self_name: str | None = None) -> str:
+    """Whitespace-free source text of an expression, with the method's first
+    parameter spelled ``self`` so that texts compare across methods."""
+    if isinstance(node, cst.Name):
+        return "self" if self_name is not None and node.value == self_name else node.value
+    if isinstance(node, cst.Attribute):
+        return f"{expr_text(node.value, self_name)}.{node.attr.value}"
+    if isinstance(node, cst.Subscript):
+        inner = ",".join(expr_text(s.slice, self_name) for s in node.slice)
+        return f"{expr_text(node.value, self_name)}[{inner}]"
+    if isinstance(node, cst.Index):
+        return expr_text(node.value, self_name)
+    if isinstance(node, (cst.Integer, cst.SimpleString)):
+        return node.value
+    code = _EMPTY_MODULE.code_for_node(node)
+    return "".join(code.split())
+
+
+def literal_bool(node: cst.BaseExpression) -> bool | None:
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return node.value == "True"
+    if isinstance(node, cst.Integer):
+        return node.value != "0"
+    return None
+
+
+def string_value(node: cst.BaseExpression) -> str | None:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None

@@ -1,0 +1,22 @@
+"""Options that change what the analysis model sees (part of the cache key)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    #: Extra callables that allocate tensors (dotted or bare names).
+    extra_allocators: frozenset[str] = field(default_factory=frozenset)
+    #: Extra context managers / decorators that count as ``inference_mode(False)``.
+    extra_guards: frozenset[str] = field(default_factory=frozenset)
+    #: Extra decorators that cache a function's return value.
+    extra_cache_decorators: frozenset[str] = field(default_factory=frozenset)
+
+    def key(self) -> str:
+        """A stable text that changes when any option changes."""
+        return "|".join(
+            ",".join(sorted(s))
+            for s in (self.extra_allocators, self.extra_guards, self.extra_cache_decorators)
+        )

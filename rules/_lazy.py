@@ -1,0 +1,29 @@
+"""What the lazy-allocation rules share: which sites they judge and how they say it."""
+
+from __future__ import annotations
+
+from imlint.model import AllocationSite, Mode
+
+GUARD_ADVICE = "wrap the allocation in `with torch.inference_mode(False):`"
+
+
+def subject(site: AllocationSite) -> str:
+    """How a message names the storage and where the tensor comes from."""
+    store = site.store
+    assert store is not None
+    if store.kind == "return":
+        what = f"Cached return value of `{store.target}`"
+    elif site.lazy is not None:
+        what = f"Lazy buffer `{store.target}`"
+    else:
+        what = f"Persistent buffer `{store.target}`"
+    if site.mode is Mode.INFERENCE:
+        return f"{what} is allocated inside `inference_mode()` (an inference tensor)"
+    return f"{what} is allocated outside `inference_mode(False)`"
+
+
+def is_unguarded_hazard(site: AllocationSite) -> bool:
+    """A persistent allocation that a first touch under inference mode can poison."""
+    if site.store is None or site.mode is Mode.GUARDED:
+        return False
+    return site.lazy is not None or site.mode is Mode.INFERENCE

@@ -1,0 +1,177 @@
+"""IM001: a lazy persistent buffer, allocated unguarded and later written in place by torch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from imlint.model import ModuleModel
+from imlint.rule import Invalid, Report, Rule, Severity, Valid
+
+from ._lazy import GUARD_ADVICE, is_unguarded_hazard, subject
+
+
+class LazyBufferMutated(Rule):
+    """Lazily allocated persistent buffer, mutated in place, allocated outside `inference_mode(False)`.
+
+    ## What it does
+    Flags a tensor allocation inside a function whose result is kept in storage that
+    outlives the call (a module-level dict, `self._buf`, a registry's
+    `buffers[key]`, a cached function's return value), that runs lazily (on a cache
+    miss or a grow-only resize), is not under `torch.inference_mode(False)`, and whose
+    buffer is also written in place by a torch operation (`.zero_()`, `.copy_()`,
+    `buf[i] = x`, `out=buf`, `buf += x`) in the same function or class.
+
+    ## Why is this bad?
+    A tensor created while `torch.inference_mode()` is on is an *inference tensor*,
+    for as long as it lives. Serving code often reaches these allocations for the
+    first time during a warm-up or an autotune that runs under inference mode. The
+    buffer is then an inference tensor forever, and the next torch-level in-place
+    write outside inference mode (for example during CUDA-graph capture) raises
+    `RuntimeError: Inplace update to inference tensor outside InferenceMode is not
+    allowed`, taking the server down at boot.
+
+    ## Example
+    ```python
+    def split_pages(kv, buffers, n):
+        mbuf = buffers.get("mask")
+        if mbuf is None or mbuf.shape[0] < n:
+            mbuf = torch.empty(n, dtype=torch.int8, device=kv.device)
+            buffers["mask"] = mbuf
+        mask = mbuf[:n]
+        mask.zero_()
+    ```
+
+    ## Use instead
+    ```python
+    def split_pages(kv, buffers, n):
+        mbuf = buffers.get("mask")
+        if mbuf is None or mbuf.shape[0] < n:
+            with torch.inference_mode(False):
+                mbuf = torch.empty(n, dtype=torch.int8, device=kv.device)
+            buffers["mask"] = mbuf
+        mask = mbuf[:n]
+        mask.zero_()
+    ```
+
+    ## Fix safety
+    The fix wraps the statement that performs the allocation in
+    `with torch.inference_mode(False):`. It changes only the mode the tensor is created
+    under, not its contents, shape, caching key or lifetime, and is a no-op wherever
+    the allocation already ran outside inference mode: it is safe.
+
+    ## Options
+    `extra-allocators`, `extra-guards`, `extra-cache-decorators` in `[tool.imlint]`.
+    """
+
+    code = "IM001"
+    name = "lazy-buffer-mutated"
+    severity = Severity.ERROR
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            def split_pages(kv, buffers, n):
+                mbuf = buffers.get("mask")
+                if mbuf is None or mbuf.shape[0] < n:
+                    with torch.inference_mode(False):
+                        mbuf = torch.empty(n, dtype=torch.int8, device=kv.device)
+                    buffers["mask"] = mbuf
+                mask = mbuf[:n]
+                mask.zero_()
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def scratch(n):
+                local = {}
+                buf = local.get("x")
+                if buf is None:
+                    buf = torch.empty(n)
+                    local["x"] = buf
+                buf.zero_()
+                return buf
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            class Layer:
+                def __init__(self, n):
+                    self.buf = torch.zeros(n)
+
+                def forward(self, x):
+                    self.buf.zero_()
+                    return x
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            def split_pages(kv, buffers, n):
+                mbuf = buffers.get("mask")
+                if mbuf is None or mbuf.shape[0] < n:
+                    mbuf = torch.empty(n, dtype=torch.int8, device=kv.device)
+                    buffers["mask"] = mbuf
+                mask = mbuf[:n]
+                mask.zero_()
+            """,
+            line=6,
+            fixed="""
+            import torch
+
+            def split_pages(kv, buffers, n):
+                mbuf = buffers.get("mask")
+                if mbuf is None or mbuf.shape[0] < n:
+                    with torch.inference_mode(False):
+                        mbuf = torch.empty(n, dtype=torch.int8, device=kv.device)
+                    buffers["mask"] = mbuf
+                mask = mbuf[:n]
+                mask.zero_()
+            """,
+        ),
+        Invalid(
+            """
+            import torch as th
+
+            class Sampler:
+                def _workspace(self, n):
+                    if self._ws is None or self._ws.numel() < n:
+                        self._ws = th.zeros(n)
+                    return self._ws
+
+                def forward(self, x):
+                    self._ws.copy_(x)
+            """,
+            line=6,
+            fixed="""
+            import torch as th
+
+            class Sampler:
+                def _workspace(self, n):
+                    if self._ws is None or self._ws.numel() < n:
+                        with th.inference_mode(False):
+                            self._ws = th.zeros(n)
+                    return self._ws
+
+                def forward(self, x):
+                    self._ws.copy_(x)
+            """,
+        ),
+    ]
+
+    def check(self, model: ModuleModel) -> Iterator[Report]:
+        for site in model.sites:
+            if is_unguarded_hazard(site) and site.writes:
+                w = site.writes[0]
+                yield Report(
+                    site,
+                    f"{subject(site)} and written in place by `{w.text}` (line {w.line}); {GUARD_ADVICE}",
+                )

@@ -1,0 +1,102 @@
+"""IM004 (opt-in): any persistent allocation outside `inference_mode(False)`, lazy or not."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from imlint.model import Mode, ModuleModel
+from imlint.rule import Invalid, Report, Rule, Severity, Valid
+
+from ._lazy import GUARD_ADVICE, subject
+
+
+class UnguardedPersistentAllocation(Rule):
+    """Persistent allocation outside `inference_mode(False)` in an ordinary method (opt-in).
+
+    ## What it does
+    Flags a tensor allocation stored into storage that outlives the call
+    (`self._buf = torch.empty(...)` in a method other than `__init__`, a module-level
+    dict, a `global`) when the store is unconditional, so IM001/IM002 do not see it as
+    lazy. Off by default: enable it with `select = ["IM004"]` or `--select IM004`.
+
+    ## Why is this bad?
+    Such a method re-allocates on every call, so a call under inference mode leaves an
+    inference tensor in the storage until the next call outside it. Whether that
+    matters depends on who reads the storage in between; review each site.
+
+    ## Example
+    ```python
+    class Runner:
+        def prepare(self, n):
+            self.positions = torch.arange(n)
+    ```
+
+    ## Use instead
+    ```python
+    class Runner:
+        def prepare(self, n):
+            with torch.inference_mode(False):
+                self.positions = torch.arange(n)
+    ```
+
+    ## Fix safety
+    Safe: only the mode the tensor is created under changes.
+
+    ## Options
+    `extra-allocators`, `extra-guards` in `[tool.imlint]`.
+    """
+
+    code = "IM004"
+    name = "unguarded-persistent-allocation"
+    severity = Severity.WARNING
+    default_enabled = False
+
+    VALID = [
+        Valid(
+            """
+            import torch
+
+            class Runner:
+                def prepare(self, n):
+                    with torch.inference_mode(False):
+                        self.positions = torch.arange(n)
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            def compute(n):
+                tmp = torch.empty(n)
+                return tmp.sum()
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import torch
+
+            class Runner:
+                def prepare(self, n):
+                    self.positions = torch.arange(n)
+            """,
+            line=5,
+            fixed="""
+            import torch
+
+            class Runner:
+                def prepare(self, n):
+                    with torch.inference_mode(False):
+                        self.positions = torch.arange(n)
+            """,
+        ),
+    ]
+
+    def check(self, model: ModuleModel) -> Iterator[Report]:
+        for site in model.sites:
+            if site.lazy is None and site.mode is Mode.UNKNOWN:
+                yield Report(
+                    site,
+                    f"{subject(site)}; {GUARD_ADVICE}",
+                )

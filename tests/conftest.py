@@ -1,0 +1,50 @@
+"""Shared helpers for imlint's tests."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURES = REPO / "fixtures"
+
+_EXPECT = re.compile(r"# expect: ([A-Z0-9, ]+)")
+
+
+def expected_markers(text: str) -> list[tuple[int, str]]:
+    """(line, code) pairs from ``# expect: IM001`` markers."""
+    out = []
+    for i, line in enumerate(text.splitlines(), 1):
+        for m in _EXPECT.finditer(line):
+            out.extend((i, c.strip()) for c in m.group(1).split(",") if c.strip())
+    return sorted(out)
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+def run_imlint(*args: str, cwd: Path | str | None = None, stdin: str | None = None) -> Result:
+    """Run the real command line in a fresh interpreter."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "imlint", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+    )
+    return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def imlint_cli():
+    return run_imlint

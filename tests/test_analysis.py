@@ -1,0 +1,307 @@
+"""Targeted behaviour of the analysis model and the core rules."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from imlint.config import Settings
+from imlint.engine import Linter
+from imlint.model import Mode, parse_and_build
+from imlint.options import AnalysisOptions
+
+
+def check(code: str, select=("IM001", "IM002"), **options) -> list[tuple[int, str]]:
+    settings = Settings(select=select, options=AnalysisOptions(**options))
+    findings = Linter(settings).check_text("t.py", textwrap.dedent(code))
+    return [(f.line, f.code) for f in findings]
+
+
+def messages(code: str) -> list[str]:
+    return [f.message for f in Linter(Settings()).check_text("t.py", textwrap.dedent(code))]
+
+
+SEED_SHAPE = """
+import torch
+
+def _split(kv, num_pages, buffers):
+    dev = kv.device
+    key = ("split", dev)
+    buf = buffers.get(key)
+    if buf is None or buf.shape[0] < num_pages * 2:
+        buf = torch.empty(num_pages * 2, 37440, dtype=torch.uint8, device=dev)
+        buffers[key] = buf
+    mkey = ("mask", dev)
+    mbuf = buffers.get(mkey)
+    if mbuf is None or mbuf.shape[0] < num_pages:
+        {mask_alloc}
+        buffers[mkey] = mbuf
+    mask = mbuf[:num_pages]
+    mask.zero_()
+    return buf
+"""
+
+
+def test_seed_split_buffer_is_latent_and_guarded_mask_is_not_reported():
+    guarded = "with torch.inference_mode(False):\n            mbuf = torch.empty(num_pages, dtype=torch.int8, device=dev)"
+    assert check(SEED_SHAPE.format(mask_alloc=guarded)) == [(9, "IM002")]
+
+
+def test_seed_unguarded_mask_is_an_error_because_of_zero():
+    bare = "mbuf = torch.empty(num_pages, dtype=torch.int8, device=dev)"
+    assert check(SEED_SHAPE.format(mask_alloc=bare)) == [(9, "IM002"), (14, "IM001")]
+
+
+def test_finding_points_at_the_allocation_call_not_the_store():
+    settings = Settings()
+    code = "import torch\n_C = {}\ndef f(n):\n    if n not in _C:\n        x = 1; _C[n] = torch.zeros(n)\n"
+    (finding,) = Linter(settings).check_text("t.py", code)
+    assert (finding.line, finding.col) == (5, 24)
+    assert (finding.end_line, finding.end_col) == (5, 38)
+
+
+def test_message_names_storage_and_the_write():
+    (msg,) = messages(SEED_SHAPE.format(mask_alloc="mbuf = torch.empty(num_pages)"))[1:]
+    assert "`buffers[mkey]`" in msg and "`mask.zero_()` (line 17)" in msg
+    assert "inference_mode(False)" in msg
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # The module imports torch under another name.
+        "import torch as th\n_C={}\ndef f(n):\n    if n not in _C:\n        _C[n] = th.zeros(n)\n",
+        "from torch import empty as e\n_C={}\ndef f(n):\n    if n not in _C:\n        _C[n] = e(n)\n",
+        "import torch\n_C={}\ndef f(x, n):\n    if n not in _C:\n        _C[n] = x.new_full((n,), 1.0)\n",
+        "import torch\n_C={}\ndef f(n):\n    if n not in _C:\n        _C[n] = torch.empty(n).view(-1, 1)\n",
+        "import torch\n_C={}\ndef f(n):\n    if n not in _C:\n        _C[n] = (torch.empty(n), 1)\n",
+    ],
+)
+def test_allocation_spellings(code):
+    assert check(code) == [(5, "IM002")]
+
+
+def test_unrelated_condition_is_not_lazy_but_is_im004():
+    code = "import torch\nclass A:\n    def f(self, n):\n        if n > 3:\n            self.b = torch.empty(n)\n"
+    assert check(code) == []
+    assert check(code, select=("IM004",)) == [(5, "IM004")]
+
+
+def test_changed_cache_key_is_lazy():
+    code = """
+    import torch
+    class A:
+        def f(self, key, n):
+            if key != self._key:
+                self._key = key
+                self._buf = torch.empty(n)
+    """
+    assert check(code) == [(7, "IM002")]
+
+
+def test_flag_variable_is_lazy():
+    code = """
+    import torch
+    _C = {}
+    def f(n):
+        buf = _C.get(n)
+        missing = buf is None
+        if missing:
+            buf = torch.empty(n)
+            _C[n] = buf
+        return buf
+    """
+    assert check(code) == [(8, "IM002")]
+
+
+def test_write_inside_the_allocating_branch_does_not_make_it_an_error():
+    code = """
+    import torch
+    _C = {}
+    def f(n):
+        buf = _C.get(n)
+        if buf is None:
+            buf = torch.empty(n)
+            buf.zero_()
+            _C[n] = buf
+        return buf
+    """
+    assert check(code) == [(7, "IM002")]
+
+
+def test_write_in_another_method_of_the_class_makes_it_an_error():
+    code = """
+    import torch
+    class A:
+        def get(self, n):
+            if self._ws is None:
+                self._ws = torch.empty(n)
+            return self._ws
+        def reset(self):
+            ws = self._ws
+            ws[:] = 0
+    """
+    assert check(code) == [(6, "IM001")]
+
+
+def test_write_to_another_key_of_the_same_dict_does_not_count():
+    code = """
+    import torch
+    def f(buffers, n):
+        a = buffers.get("a")
+        if a is None:
+            a = torch.empty(n)
+            buffers["a"] = a
+        b = buffers.get("b")
+        if b is None:
+            with torch.inference_mode(False):
+                b = torch.empty(n)
+            buffers["b"] = b
+        b.zero_()
+    """
+    assert check(code) == [(6, "IM002")]
+
+
+@pytest.mark.parametrize(
+    "guard",
+    [
+        "with torch.inference_mode(False):",
+        "with torch.inference_mode(mode=False):",
+        "with torch.autograd.inference_mode(False):",
+        "with torch.no_grad(), torch.inference_mode(False):",
+        "with custom.guard():",
+    ],
+)
+def test_guards(guard):
+    code = f"""
+    import torch
+    import custom
+    _C = {{}}
+    def f(n):
+        if n not in _C:
+            {guard}
+                _C[n] = torch.empty(n)
+    """
+    assert check(code, extra_guards=frozenset({"custom.guard"})) == []
+
+
+@pytest.mark.parametrize(
+    "not_guard",
+    [
+        "with torch.no_grad():",
+        "with torch.inference_mode():",
+        "with torch.inference_mode(True):",
+        "with torch.inference_mode(flag):",
+        "with torch.enable_grad():",
+    ],
+)
+def test_not_guards(not_guard):
+    code = f"""
+    import torch
+    _C = {{}}
+    def f(n, flag):
+        if n not in _C:
+            {not_guard}
+                _C[n] = torch.empty(n)
+    """
+    assert check(code) == [(7, "IM002")]
+
+
+def test_guard_around_a_nested_def_does_not_guard_its_body():
+    code = """
+    import torch
+    _C = {}
+    def outer(n):
+        with torch.inference_mode(False):
+            def inner():
+                if n not in _C:
+                    _C[n] = torch.empty(n)
+        return inner
+    """
+    assert check(code) == [(8, "IM002")]
+
+
+def test_lambda_body_is_not_guarded_by_enclosing_with():
+    code = """
+    import torch
+    def f(reg, n):
+        with torch.inference_mode(False):
+            return reg.get("k", lambda: torch.empty(n))
+    """
+    _module, model = parse_and_build(textwrap.dedent(code), AnalysisOptions())
+    (site,) = model.allocations
+    assert site.in_lambda and site.store is None
+
+
+def test_model_records_mode_lazy_reason_and_writes():
+    code = textwrap.dedent(SEED_SHAPE.format(mask_alloc="mbuf = torch.empty(num_pages)"))
+    _, model = parse_and_build(code, AnalysisOptions())
+    split, mask = model.sites
+    assert split.store.target == "buffers[key]" and split.lazy == "cache miss"
+    assert split.mode is Mode.UNKNOWN and split.writes == []
+    assert mask.store.target == "buffers[mkey]"
+    assert [w.text for w in mask.writes] == ["mask.zero_()"]
+
+
+def test_init_attribute_stores_are_construction():
+    code = """
+    import torch
+    class A:
+        def __init__(self, n, lazy):
+            if lazy is None:
+                self.buf = torch.empty(n)
+            self.buf.zero_()
+    """
+    assert check(code) == []
+
+
+def test_dict_created_earlier_in_the_same_function_is_local():
+    code = """
+    import torch
+    class A:
+        def build(self, n):
+            self.cache = {}
+            if n not in self.cache:
+                self.cache[n] = torch.empty(n)
+    """
+    assert check(code) == []
+
+
+def test_extra_allocator_bare_and_dotted_names():
+    code = """
+    from kern import Workspace
+    import kern
+    _C = {}
+    def f(n):
+        if n not in _C:
+            _C[n] = Workspace(n)
+        if -n not in _C:
+            _C[-n] = kern.Workspace(n)
+    """
+    assert check(code, extra_allocators=frozenset({"kern.Workspace"})) == [
+        (7, "IM002"),
+        (9, "IM002"),
+    ]
+    assert check(code, extra_allocators=frozenset({"Workspace"})) == [(7, "IM002"), (9, "IM002")]
+    assert check(code) == []
+
+
+def test_async_and_nested_class_methods():
+    code = """
+    import torch
+    def factory():
+        class Cache:
+            async def get(self, n):
+                if self.t is None:
+                    self.t = torch.empty(n)
+                return self.t
+        return Cache
+    """
+    assert check(code) == [(7, "IM002")]
+
+
+def test_module_level_allocations_are_not_lazy():
+    assert (
+        check("import torch\n_BUF = torch.empty(4)\nclass A:\n    table = torch.zeros(2)\n") == []
+    )

@@ -1,0 +1,40 @@
+"""Fixtures: before files are flagged exactly at their markers, after files are clean."""
+
+from __future__ import annotations
+
+import pytest
+
+from imlint.config import load_settings
+from imlint.engine import Linter
+
+from .conftest import FIXTURES, expected_markers
+
+BEFORE = sorted(p for p in FIXTURES.rglob("*.py") if not p.name.endswith(".fixed.py"))
+AFTER = sorted(FIXTURES.rglob("*.fixed.py"))
+
+
+@pytest.fixture(scope="module")
+def linter():
+    return Linter(load_settings(FIXTURES / "pyproject.toml"))
+
+
+def test_there_are_fixtures():
+    assert len(BEFORE) >= 8
+    assert any(expected_markers(p.read_text()) for p in BEFORE)
+
+
+@pytest.mark.parametrize("path", BEFORE, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_before_flagged_exactly_at_markers(linter, path):
+    text = path.read_text(encoding="utf-8")
+    findings = linter.check_text(str(path), text)
+    assert [(f.line, f.code) for f in findings] == expected_markers(text)
+
+
+@pytest.mark.parametrize("path", AFTER, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_after_is_clean(linter, path):
+    assert linter.check_text(str(path), path.read_text(encoding="utf-8")) == []
+
+
+def test_fixture_codes_cover_both_core_rules():
+    codes = {code for p in BEFORE for _, code in expected_markers(p.read_text())}
+    assert {"IM001", "IM002"} <= codes
