@@ -176,6 +176,7 @@ class AllocationSite:
     lazy: str | None = None  # why the allocation is lazy, if it is
     lazy_frame: Frame | None = None
     lazy_exit: EarlyExit | None = None
+    lazy_test: str = ""  # the condition that makes it lazy, for explanations
     writes: list[InplaceWrite] = field(default_factory=list)
 
     @property
@@ -214,6 +215,7 @@ class FunctionModel:
     defs: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
     other_bound: set[str] = field(default_factory=set)  # for/with/except/import targets
     fresh_texts: dict[str, int] = field(default_factory=dict)  # target text -> order of fresh store
+    container_uses: set[str] = field(default_factory=set)  # texts used like dicts/lists
     stores: list[Store] = field(default_factory=list)
     writes: list[InplaceWrite] = field(default_factory=list)
     early_exits: list[EarlyExit] = field(default_factory=list)
@@ -265,7 +267,7 @@ class _Collector(cst.CSTVisitor):
         self._saved_frames: list[list[Frame]] = []
         self._stmt: list[cst.SimpleStatementLine | cst.SimpleStatementSuite] = []
         self._order = 0
-        self._pending_imports: list[cst.Import | cst.ImportFrom] = []
+        self.container_texts: set[str] = set()  # names/attributes assigned a dict or list
 
     # ---- helpers
 
@@ -537,6 +539,15 @@ class _Collector(cst.CSTVisitor):
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
         f = self.func
         if f is None:
+            # Module and class level: remember which names hold dicts and lists.
+            if (
+                isinstance(target, cst.Name)
+                and value is not None
+                and _is_container(value, self.imports)
+            ):
+                self.container_texts.add(target.value)
+                if self._class[-1] is not None:
+                    self.container_texts.add("self." + target.value)
             return
         if isinstance(target, cst.Name):
             name = target.value
@@ -567,6 +578,8 @@ class _Collector(cst.CSTVisitor):
                 f.drops.append((text, self._next()))
             elif value is not None and _is_fresh(value, self.imports):
                 f.fresh_texts.setdefault(text, self._order)
+            if value is not None and _is_container(value, self.imports):
+                self.container_texts.add(text)
         elif isinstance(target, cst.Subscript):
             text = expr_text(target, f.self_name)
             container = expr_text(target.value, f.self_name)
@@ -639,6 +652,19 @@ class _Collector(cst.CSTVisitor):
             return
         self._store("return", f"{f.qualname}()", None, None, node.value)
 
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        f = self.func
+        if f is None:
+            return
+        left = node.left
+        for target in node.comparisons:
+            op = target.operator
+            if isinstance(op, (cst.In, cst.NotIn)):
+                f.container_uses.add(expr_text(target.comparator, f.self_name))
+            elif isinstance(op, (cst.Is, cst.IsNot)) and isinstance(left, cst.Subscript):
+                f.container_uses.add(expr_text(left.value, f.self_name))
+            left = target.comparator
+
     def visit_Call(self, node: cst.Call) -> None:
         f = self.func
         if f is None:
@@ -672,6 +698,8 @@ class _Collector(cst.CSTVisitor):
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             receiver = func.value
+            if method in _CONTAINER_METHODS:
+                f.container_uses.add(expr_text(receiver, f.self_name))
             if method.endswith("_") and not method.startswith("_") and len(method) > 1:
                 self._write(receiver, f"{expr_text(receiver, f.self_name)}.{method}()", at=node)
             args = [a for a in node.args if a.star == ""]
@@ -735,6 +763,37 @@ def _calls_is_inference(test: cst.BaseExpression) -> bool:
     return False
 
 
+_CONTAINER_METHODS = frozenset(
+    {"get", "setdefault", "pop", "popitem", "items", "keys", "values", "update", "clear", "append"}
+)
+_CONTAINER_CALLS = frozenset(
+    {
+        "dict",
+        "list",
+        "defaultdict",
+        "collections.defaultdict",
+        "OrderedDict",
+        "collections.OrderedDict",
+        "weakref.WeakValueDictionary",
+        "weakref.WeakKeyDictionary",
+        "WeakValueDictionary",
+        "WeakKeyDictionary",
+    }
+)
+
+
+def _is_container(value: cst.BaseExpression, imports: ImportMap) -> bool:
+    """Whether an expression builds a dict or list (as opposed to a tensor)."""
+    if isinstance(value, (cst.Dict, cst.List, cst.DictComp, cst.ListComp)):
+        return True
+    if isinstance(value, cst.BinaryOperation):  # [None] * n
+        return isinstance(value.left, cst.List) or isinstance(value.right, cst.List)
+    if isinstance(value, cst.Call):
+        q = imports.qualify(value.func)
+        return q is not None and q in _CONTAINER_CALLS
+    return False
+
+
 def _is_none(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
 
@@ -761,7 +820,7 @@ def _is_fresh(value: cst.BaseExpression, imports: ImportMap) -> bool:
             if q in _FRESH_CALLS:
                 return True
             last = q.rsplit(".", 1)[-1]
-            if isinstance(value.func, cst.Name) and last[:1].isupper():
+            if isinstance(value.func, cst.Name) and (last[:1].isupper() or last == "cls"):
                 return True  # a constructor call: a new object
             head, _, rest = q.partition(".")
             if head == "torch" and rest in TORCH_FACTORIES:
@@ -964,6 +1023,7 @@ class _ModuleIndex:
     site_ids: dict[int, int]  # id(call node) -> index in allocations
     cached_functions: dict[str, str]  # module-level cached function name -> qualname
     cached_methods: dict[tuple[int, str], str]  # (id(class), method) -> qualname
+    container_texts: set[str]  # names/attributes assigned a dict or list anywhere
 
 
 def _persistent(store: Store, fa: _FunctionAnalysis) -> bool:
@@ -977,13 +1037,24 @@ def _persistent(store: Store, fa: _FunctionAnalysis) -> bool:
         return False
     if store.kind in ("attribute", "setattr", "register_buffer"):
         return not f.is_constructor
-    if store.kind in ("subscript", "setdefault", "update"):
-        return not (
-            f.is_constructor
-            and store.container is not None
-            and store.container.startswith("self.__dict__")
-        )
+    if store.kind in ("setdefault", "update"):
+        return True
+    if store.kind == "subscript":
+        container = store.container or ""
+        if f.is_constructor and container.startswith("self.__dict__"):
+            return False
+        # ``x[i] = t`` copies into a tensor unless ``x`` is known to be a dict or list.
+        return (
+            container in f.container_uses
+            or container in fa.index.container_texts
+            or container.endswith(".__dict__")
+        ) and not _is_slice_store(store)
     return False
+
+
+def _is_slice_store(store: Store) -> bool:
+    target = store.target
+    return ":" in target[target.rfind("[") :] or "..." in target
 
 
 def _dropped(store: Store, f: FunctionModel) -> bool:
@@ -995,9 +1066,9 @@ def _dropped(store: Store, f: FunctionModel) -> bool:
     return False
 
 
-def _related(store: Store, f: FunctionModel, persistent_targets: set[str]) -> set[str]:
+def _related(store: Store, f: FunctionModel) -> set[str]:
     """Texts that, mentioned in a condition, make the allocation a cache miss."""
-    rel = {store.target} | persistent_targets
+    rel = {store.target}
     if store.container is not None:
         rel.add(store.container)
     if store.kind == "register_buffer" and store.root is not None:
@@ -1029,14 +1100,15 @@ def build_model(wrapper: MetadataWrapper, options: AnalysisOptions) -> ModuleMod
         {id(site.call): i for i, site in enumerate(allocations)},
         cached_functions,
         cached_methods,
+        collector.container_texts,
     )
     analyses = {id(f): _FunctionAnalysis(f, index) for f in collector.functions}
 
     for f in collector.functions:
         fa = analyses[id(f)]
         persistent_stores = [s for s in f.stores if _persistent(s, fa) and not _dropped(s, f)]
-        persistent_targets = {
-            s.target for s in persistent_stores if s.kind in ("attribute", "global", "setattr")
+        keys = {
+            s.target: s for s in persistent_stores if s.kind in ("attribute", "global", "setattr")
         }
         flows: dict[int, Store] = {}
         for store in persistent_stores:
@@ -1050,7 +1122,7 @@ def build_model(wrapper: MetadataWrapper, options: AnalysisOptions) -> ModuleMod
                 continue
             site.store = store
             site.mode = _mode(site)
-            _laziness(site, fa, _related(store, f, persistent_targets))
+            _laziness(site, fa, _related(store, f), keys)
 
     # In-place writes, per scope: the function, its class, or the module.
     for site in allocations:
@@ -1076,7 +1148,15 @@ def _mode(site: AllocationSite) -> Mode:
     return Mode.UNKNOWN
 
 
-def _laziness(site: AllocationSite, fa: _FunctionAnalysis, related: set[str]) -> None:
+def _laziness(
+    site: AllocationSite, fa: _FunctionAnalysis, related: set[str], keys: dict[str, Store]
+) -> None:
+    """Decide whether the allocation runs only on a cache miss or a resize.
+
+    A condition is a cache test when it mentions the storage (or an alias of it), or
+    when it mentions a key that the same branch updates (``if self._key != key:
+    self._key = key; self._buf = ...``).
+    """
     store = site.store
     assert store is not None
     if store.kind == "return":
@@ -1089,9 +1169,14 @@ def _laziness(site: AllocationSite, fa: _FunctionAnalysis, related: set[str]) ->
         if frame.kind == "lambda":
             break
         if frame.kind in _LAZY_FRAMES and frame.test is not None:
-            if fa.mentions(frame.test) & related:
+            mentioned = fa.mentions(frame.test)
+            updated_keys = (
+                k for k in mentioned & keys.keys() if any(fr is frame for fr in keys[k].frames)
+            )
+            if mentioned & related or any(True for _ in updated_keys):
                 site.lazy = "cache miss"
                 site.lazy_frame = frame
+                site.lazy_test = expr_text(frame.test)
                 return
         if frame.kind == "handler":
             try_node = _enclosing_try(site, frame)
@@ -1104,6 +1189,7 @@ def _laziness(site: AllocationSite, fa: _FunctionAnalysis, related: set[str]) ->
             if fa.mentions(exit_.test) & related:
                 site.lazy = "cache miss"
                 site.lazy_exit = exit_
+                site.lazy_test = expr_text(exit_.test)
                 return
 
 
