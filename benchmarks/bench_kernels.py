@@ -1,0 +1,239 @@
+"""Benchmark of ``imlint.kernels`` on a CUDA GPU; numbers go into ``kernels/NOTES.md``.
+
+For each source page size it builds a footer-layout pool of at least ``--gib`` GiB of random
+bytes and reports, as medians of ``triton.testing.do_bench`` (CUDA events, L2 flushed before
+every run):
+
+* the full split, against a plain torch device-to-device copy of the same number of bytes
+  (bandwidth counted as bytes read + bytes written);
+* the masked split with 1% of the source pages touched (64k token indices), replayed from a
+  CUDA graph (mask.zero_ + mark + split), against the same with no page touched (the fixed
+  launch-and-scan cost, reported separately) and against the full split;
+* the mark kernel alone for 64k indices;
+* a sweep of the split kernel's launch configuration (``--sweep``).
+
+Usage: ``python3 benchmarks/bench_kernels.py [--gib 2] [--sweep]`` from the repository root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import torch
+import triton
+from triton.testing import do_bench
+
+ROOT = Path(__file__).resolve().parents[1]
+SWEEP = [(4096, 4), (4096, 8), (12288, 8), (12288, 16), (36864, 8), (36864, 16), (36864, 32)]
+MASKED_SWEEP = [(36864, 16), (12288, 8), (4096, 4)]
+GROUP_SWEEP = [4, 16, 64]
+N_INDICES = 64 * 1024
+DEVICE = "cuda"
+
+
+def import_kernels() -> ModuleType:
+    """Import ``imlint.kernels`` installed, or from this source checkout by path."""
+    try:
+        return importlib.import_module("imlint.kernels")
+    except Exception:  # not installed, or the linter package does not import on this machine
+        sys.modules.pop("imlint.kernels", None)
+    pkg = ROOT / "kernels"
+    spec = importlib.util.spec_from_file_location(
+        "imlint.kernels", pkg / "__init__.py", submodule_search_locations=[str(pkg)]
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["imlint.kernels"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+K = import_kernels()
+PS = sys.modules["imlint.kernels.page_split"]
+LAYOUT = sys.modules["imlint.kernels.layout"]
+
+
+def median_ms(fn: Callable[[], object], rep: int = 200) -> float:
+    """Median time of ``fn`` in milliseconds (do_bench: events, L2 flushed before each run)."""
+    return float(do_bench(fn, warmup=50, rep=rep, return_mode="median"))
+
+
+def graph_of(fn: Callable[[], object]) -> torch.cuda.CUDAGraph:
+    """Warm ``fn`` up on a side stream and capture it into a CUDA graph."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
+
+
+def copy_ceiling_ms(n_bytes: int) -> float:
+    """Median time of a plain torch device-to-device copy of ``n_bytes`` random bytes."""
+    src = torch.randint(0, 256, (n_bytes,), dtype=torch.uint8, device=DEVICE)
+    dst = torch.empty_like(src)
+    return median_ms(lambda: dst.copy_(src))
+
+
+def touched_indices(
+    n_pages: int, src_pbs: int, fraction: float, gen: torch.Generator
+) -> torch.Tensor:
+    """64k token indices (a tenth of them -1) inside a random ``fraction`` of the pages."""
+    n_touched = max(1, round(n_pages * fraction))
+    pages = torch.randperm(n_pages, generator=gen)[:n_touched]
+    pick = pages[torch.randint(0, n_touched, (N_INDICES,), generator=gen)]
+    idx = pick * src_pbs + torch.randint(0, src_pbs, (N_INDICES,), generator=gen)
+    idx[torch.rand(N_INDICES, generator=gen) < 0.1] = -1
+    return idx.to(device=DEVICE, dtype=torch.int32)
+
+
+def bench_page_size(src_pbs: int, gib: float, sweep: bool, rows: list[str]) -> None:
+    """Measure one source page size and append its summary row."""
+    gen = torch.Generator().manual_seed(src_pbs)
+    page_bytes = K.padded_page_bytes(src_pbs)
+    n_pages = -(-int(gib * 2**30) // page_bytes)
+    pool = torch.randint(0, 256, (n_pages, page_bytes), dtype=torch.uint8, device=DEVICE)
+    kv = K.paged_view(pool, src_pbs)  # the 4-D (pages, src_pbs, 1, 584) strided view
+    geometry = LAYOUT.page_geometry(kv, src_pbs)
+    n_dst = geometry.n_dst_pages
+    moved = n_dst * LAYOUT.DST_USED_BYTES  # bytes read == bytes written
+    print(
+        f"\n== src_pbs={src_pbs}: {n_pages} source pages x {page_bytes} B = "
+        f"{pool.numel() / 2**30:.3f} GiB pool -> {n_dst} dst pages x {K.DST_PAGE_BYTES} B; "
+        f"{moved / 2**30:.3f} GiB read + {moved / 2**30:.3f} GiB written"
+    )
+    registry: dict = {}
+    out = K.split_kv_pages_to_64(kv, src_pbs, registry=registry)
+    torch.cuda.synchronize()
+    ok = torch.equal(out, K.split_kv_pages_to_64_reference(kv, src_pbs))
+    print(f"full split equals the torch reference: {ok}")
+    if not ok:
+        raise SystemExit("wrong result")
+    dst = registry[(K.DST_KEY, kv.device)]
+
+    t_copy = copy_ceiling_ms(moved)
+    t_full = median_ms(lambda: K.split_kv_pages_to_64(kv, src_pbs, registry=registry))
+    t_kernel = median_ms(lambda: PS.launch_split(kv, geometry, dst, None))
+    bw_copy = 2 * moved / t_copy / 1e6
+    bw_full = 2 * moved / t_full / 1e6
+    bw_kernel = 2 * moved / t_kernel / 1e6
+    print(f"torch copy_ of {moved} B:        {t_copy * 1e3:9.1f} us  {bw_copy:7.0f} GB/s (ceiling)")
+    print(
+        f"full split (public call):        {t_full * 1e3:9.1f} us  {bw_full:7.0f} GB/s  "
+        f"{bw_full / bw_copy:6.1%} of copy"
+    )
+    print(
+        f"full split (kernel launch only): {t_kernel * 1e3:9.1f} us  {bw_kernel:7.0f} GB/s  "
+        f"{bw_kernel / bw_copy:6.1%} of copy"
+    )
+    if sweep:
+        for chunk, warps in SWEEP:
+            t = median_ms(
+                lambda c=chunk, w=warps: PS.launch_split(
+                    kv, geometry, dst, None, chunk=c, num_warps=w
+                )
+            )
+            bw = 2 * moved / t / 1e6
+            print(
+                f"  sweep chunk={chunk:5d} warps={warps:2d}: {t * 1e3:9.1f} us  {bw:7.0f} GB/s  "
+                f"{bw / bw_copy:6.1%} of copy"
+            )
+
+    # Masked: 1% of the source pages touched by 64k indices; and nothing touched.
+    idx = touched_indices(n_pages, src_pbs, 0.01, gen)
+    none = torch.full_like(idx, -1)
+    marked = K.mark_pages_reference(idx, n_pages, src_pbs)
+    dst.fill_(0xAB)  # poison: the masked split must write exactly the touched pages
+    expected = K.split_kv_pages_to_64_reference(kv, src_pbs, idx, out=dst.clone())
+    out = K.split_kv_pages_to_64(kv, src_pbs, idx, registry=registry)
+    torch.cuda.synchronize()
+    ok = torch.equal(out, expected)
+    print(f"masked split equals the torch reference: {ok} ({int(marked.sum())} pages touched)")
+    if not ok:
+        raise SystemExit("wrong result")
+    graph_1pct = graph_of(
+        lambda: K.split_kv_pages_to_64(kv, src_pbs, idx, registry=registry, validate_indices=False)
+    )
+    graph_none = graph_of(
+        lambda: K.split_kv_pages_to_64(kv, src_pbs, none, registry=registry, validate_indices=False)
+    )
+    t_masked = median_ms(graph_1pct.replay)
+    t_overhead = median_ms(graph_none.replay)
+    t_eager = median_ms(
+        lambda: K.split_kv_pages_to_64(kv, src_pbs, idx, registry=registry, validate_indices=False)
+    )
+    mask = registry[(K.MASK_KEY, kv.device)][:n_pages]
+    t_split_masked = median_ms(lambda: PS.launch_split(kv, geometry, dst, mask))
+    if sweep:
+        variants = [(PS.MASK_GROUP, c, w) for c, w in MASKED_SWEEP]
+        variants += [(g, *PS.MASKED_CONFIG) for g in GROUP_SWEEP if g != PS.MASK_GROUP]
+        for group, chunk, warps in variants:
+            t = median_ms(
+                lambda g=group, c=chunk, w=warps: PS.launch_split(
+                    kv, geometry, dst, mask, chunk=c, num_warps=w, group=g
+                )
+            )
+            print(
+                f"  sweep masked split kernel alone, group={group:2d} chunk={chunk:5d} "
+                f"warps={warps:2d}: {t * 1e3:8.1f} us"
+            )
+    graph_mark = graph_of(lambda: K.mark_pages(idx, mask, src_pbs))
+    t_mark = median_ms(graph_mark.replay)
+    print(
+        f"masked 1% (graph: zero+mark+split): {t_masked * 1e3:8.1f} us  "
+        f"{t_masked / t_full:6.2%} of full"
+    )
+    print(
+        f"  no page touched (graph, launch+scan overhead): {t_overhead * 1e3:8.1f} us; "
+        f"1% minus overhead: {(t_masked - t_overhead) * 1e3:8.1f} us = "
+        f"{(t_masked - t_overhead) / t_full:6.2%} of full"
+    )
+    print(f"  masked split kernel alone (eager launch):     {t_split_masked * 1e3:8.1f} us")
+    print(f"  eager public call (Python + 3 launches):      {t_eager * 1e3:8.1f} us")
+    print(
+        f"mark kernel, {N_INDICES} indices (graph):         {t_mark * 1e3:8.1f} us  "
+        f"{t_mark / t_full:6.2%} of full split"
+    )
+    rows.append(
+        f"{src_pbs:4d} {pool.numel() / 2**30:6.3f} {t_copy * 1e3:9.1f} {t_full * 1e3:9.1f} "
+        f"{bw_full / bw_copy:7.1%} {t_masked * 1e3:8.1f} {t_overhead * 1e3:8.1f} "
+        f"{t_masked / t_full:7.2%} {t_mark * 1e3:7.1f}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gib", type=float, default=2.0, help="source pool size in GiB")
+    parser.add_argument("--sweep", action="store_true", help="also sweep launch configurations")
+    parser.add_argument("--pbs", type=int, nargs="*", default=[128, 256, 512])
+    args = parser.parse_args()
+    if not torch.cuda.is_available() or K.INTERPRETED:
+        raise SystemExit("needs a CUDA GPU (and TRITON_INTERPRET unset)")
+    props = torch.cuda.get_device_properties(0)
+    print(
+        f"device: {props.name}, {props.multi_processor_count} SMs; torch {torch.__version__}, "
+        f"triton {triton.__version__}; split chunk={PS.SPLIT_CHUNK_BYTES} "
+        f"warps={PS.SPLIT_NUM_WARPS}; masked (chunk, warps)={PS.MASKED_CONFIG} "
+        f"group={PS.MASK_GROUP}; times are do_bench medians"
+    )
+    rows: list[str] = []
+    for src_pbs in args.pbs:
+        bench_page_size(src_pbs, args.gib, args.sweep, rows)
+        torch.cuda.empty_cache()
+    print("\nsummary (us; full% = split bandwidth / torch copy bandwidth; masked% = masked / full)")
+    print(" pbs    GiB   copy_us   full_us   full%  mask1%us  mask0%us masked% mark_us")
+    for row in rows:
+        print(row)
+
+
+if __name__ == "__main__":
+    main()

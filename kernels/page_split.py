@@ -1,0 +1,316 @@
+"""Triton page-split of footer-layout FP8 KV-cache pages into 64-token pages.
+
+The public entry point is :func:`split_kv_pages_to_64`. Its two persistent scratch tensors
+(the destination pages and the int8 page mask) come from small provider functions,
+:func:`get_dst_buffer` and :func:`get_page_mask`, that the caller can replace; that is how
+the fixtures in ``fixtures/kernels/`` reproduce the unguarded-allocation hazard with the same
+kernels.
+"""
+
+import contextlib
+from collections.abc import Callable, Hashable, MutableMapping
+
+import torch
+import triton
+import triton.language as tl
+
+from .layout import (
+    DST_DATA_BYTES,
+    DST_PAGE_BYTES,
+    DST_PAGE_SIZE,
+    DST_SCALE_BYTES,
+    PageGeometry,
+    check_index_range,
+    check_indices,
+    page_geometry,
+    paged_view,
+)
+
+Registry = MutableMapping[Hashable, torch.Tensor]
+ScratchProvider = Callable[[Registry, torch.device, int], torch.Tensor]
+
+DST_KEY = "imlint.kernels.page_split.dst"
+MASK_KEY = "imlint.kernels.page_split.mask"
+
+# Process-wide default registry: persistent, grow-only scratch per device.
+SCRATCH: dict[Hashable, torch.Tensor] = {}
+
+# Launch configuration of the split kernel (see NOTES.md for the sweep on an H200): bytes
+# copied per step (must divide 36864; the register tile is the next power of two; 36864 loads
+# a whole destination page before storing it) and warps per program. The masked split uses
+# its own (chunk, warps) and scans the mask MASK_GROUP source pages per program.
+SPLIT_CHUNK_BYTES = 36864
+SPLIT_NUM_WARPS = 16
+MASKED_CONFIG = (36864, 16)
+MASK_GROUP = 16
+MARK_BLOCK = 1024
+
+
+@triton.jit
+def _copy_dst_page(
+    src_page,
+    dst_page,
+    j,
+    SPLIT: tl.constexpr,
+    CHUNK: tl.constexpr,
+    TILE: tl.constexpr,
+    DATA_BYTES: tl.constexpr,
+    SCALE_BYTES: tl.constexpr,
+):
+    """Copy destination page ``j`` of one source page: its data block, then its scales."""
+    offs = tl.arange(0, TILE)
+    data_src = src_page + j * DATA_BYTES
+    for c in tl.static_range(DATA_BYTES // CHUNK):
+        if TILE == CHUNK:
+            x = tl.load(data_src + c * CHUNK + offs)
+            tl.store(dst_page + c * CHUNK + offs, x)
+        else:
+            live = offs < CHUNK
+            x = tl.load(data_src + c * CHUNK + offs, mask=live)
+            tl.store(dst_page + c * CHUNK + offs, x, mask=live)
+    s_offs = tl.arange(0, SCALE_BYTES)
+    s = tl.load(src_page + SPLIT * DATA_BYTES + j * SCALE_BYTES + s_offs)
+    tl.store(dst_page + DATA_BYTES + s_offs, s)
+
+
+@triton.jit
+def _page_split_kernel(
+    src_ptr,
+    dst_ptr,
+    mask_ptr,
+    n_src_pages,
+    src_page_stride,
+    dst_page_stride,
+    SPLIT: tl.constexpr,
+    HAS_MASK: tl.constexpr,
+    GROUP: tl.constexpr,
+    CHUNK: tl.constexpr,
+    TILE: tl.constexpr,
+    DATA_BYTES: tl.constexpr,
+    SCALE_BYTES: tl.constexpr,
+):
+    """Split source pages into 64-token destination pages.
+
+    Without a mask: grid ``(n_dst_pages,)``, one program per destination page ``q`` (source
+    page ``q // SPLIT``, part ``q % SPLIT``). With a mask: grid ``(cdiv(n_src_pages, GROUP),
+    SPLIT)``; program ``(g, j)`` reads the mask bytes of source pages ``g*GROUP ..`` at once,
+    leaves if none is set, else writes part ``j`` of each marked page. Few programs then scan
+    the mask, and the pages' parts are still copied in parallel.
+    """
+    if HAS_MASK:
+        p0 = tl.program_id(0) * GROUP
+        j = tl.program_id(1)
+        pages = p0 + tl.arange(0, GROUP)
+        marks = tl.load(mask_ptr + pages, mask=pages < n_src_pages, other=0)
+        if tl.max(marks.to(tl.int32), axis=0) != 0:
+            for i in range(GROUP):
+                p = p0 + i
+                if tl.load(mask_ptr + p, mask=p < n_src_pages, other=0) != 0:
+                    _copy_dst_page(
+                        src_ptr + p.to(tl.int64) * src_page_stride,
+                        dst_ptr + (p.to(tl.int64) * SPLIT + j) * dst_page_stride,
+                        j,
+                        SPLIT,
+                        CHUNK,
+                        TILE,
+                        DATA_BYTES,
+                        SCALE_BYTES,
+                    )
+    else:
+        q = tl.program_id(0)
+        p = q // SPLIT
+        j = q % SPLIT
+        _copy_dst_page(
+            src_ptr + p.to(tl.int64) * src_page_stride,
+            dst_ptr + q.to(tl.int64) * dst_page_stride,
+            j,
+            SPLIT,
+            CHUNK,
+            TILE,
+            DATA_BYTES,
+            SCALE_BYTES,
+        )
+
+
+@triton.jit
+def _mark_pages_kernel(
+    idx_ptr, mask_ptr, n_idx, n_tokens, SRC_PBS: tl.constexpr, BLOCK: tl.constexpr
+):
+    """Set ``mask[t // SRC_PBS] = 1`` for every index ``t`` in ``[0, n_tokens)``; skip others."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    inb = offs < n_idx
+    t = tl.load(idx_ptr + offs, mask=inb, other=-1).to(tl.int64)
+    ok = inb & (t >= 0) & (t < n_tokens)
+    page = tl.where(ok, t // SRC_PBS, 0)
+    tl.store(mask_ptr + page, tl.full([BLOCK], 1, tl.int8), mask=ok)
+
+
+INTERPRETED = not isinstance(_page_split_kernel, triton.runtime.jit.JITFunction)
+"""True when the kernels were defined under ``TRITON_INTERPRET=1`` (they then run on the CPU)."""
+
+
+def get_dst_buffer(registry: Registry, device: torch.device, n_dst_pages: int) -> torch.Tensor:
+    """Return ``(n_dst_pages, 37440)`` uint8 destination pages from a grow-only buffer."""
+    key = (DST_KEY, device)
+    buf = registry.get(key)
+    if buf is None or buf.shape[0] < n_dst_pages:
+        # First use may run under inference mode (autotune); keep the persistent buffer normal.
+        with torch.inference_mode(False):
+            buf = torch.empty((n_dst_pages, DST_PAGE_BYTES), dtype=torch.uint8, device=device)
+        registry[key] = buf
+    return buf[:n_dst_pages]
+
+
+def get_page_mask(registry: Registry, device: torch.device, n_src_pages: int) -> torch.Tensor:
+    """Return a cleared int8 mask of ``n_src_pages`` from a grow-only buffer."""
+    key = (MASK_KEY, device)
+    mask = registry.get(key)
+    if mask is None or mask.shape[0] < n_src_pages:
+        # First use may run under inference mode (autotune); mask.zero_() below runs outside it.
+        with torch.inference_mode(False):
+            mask = torch.empty(n_src_pages, dtype=torch.int8, device=device)
+        registry[key] = mask
+    mask.zero_()
+    return mask[:n_src_pages]
+
+
+def _check_device(kv: torch.Tensor) -> None:
+    if kv.device.type == "cpu":
+        if not INTERPRETED:
+            raise ValueError(
+                "kv is a CPU tensor but the Triton kernels were compiled for a GPU; run on a "
+                "CUDA tensor, or set TRITON_INTERPRET=1 before importing triton/imlint.kernels "
+                "to run the kernels in the Triton interpreter"
+            )
+    elif kv.device.type != "cuda":
+        raise ValueError(f"unsupported device {kv.device}; expected a CUDA or CPU tensor")
+
+
+def _capturing(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def _device_guard(device: torch.device) -> contextlib.AbstractContextManager[object]:
+    """Make ``device`` current for a Triton launch (Triton launches on the current device)."""
+    if device.type == "cuda":
+        return torch.cuda.device(device)
+    return contextlib.nullcontext()
+
+
+def mark_pages(indices: torch.Tensor, mask: torch.Tensor, src_pbs: int) -> None:
+    """Launch the page-mark kernel: ``mask[t // src_pbs] = 1`` for each valid index ``t``.
+
+    ``indices`` may have any shape; ``-1`` and (defensively) any value outside
+    ``[0, mask.numel() * src_pbs)`` is skipped. ``mask`` must already be cleared.
+    """
+    flat = indices.reshape(-1)
+    n_idx = flat.numel()
+    if n_idx == 0 or mask.numel() == 0:
+        return
+    grid = (triton.cdiv(n_idx, MARK_BLOCK),)
+    with _device_guard(mask.device):
+        _mark_pages_kernel[grid](
+            flat, mask, n_idx, mask.numel() * src_pbs, SRC_PBS=src_pbs, BLOCK=MARK_BLOCK
+        )
+
+
+def launch_split(
+    kv: torch.Tensor,
+    geometry: PageGeometry,
+    dst: torch.Tensor,
+    mask: torch.Tensor | None,
+    *,
+    chunk: int | None = None,
+    num_warps: int | None = None,
+    group: int | None = None,
+) -> None:
+    """Launch the split kernel from a validated view into ``dst`` (``(n_dst, >=37376)`` pages).
+
+    With ``mask`` only destination pages of source pages whose mask byte is non-zero are
+    written; the others keep their previous contents. ``chunk``, ``num_warps`` and ``group``
+    override the tuned launch configuration (for benchmarks).
+    """
+    cfg_chunk, cfg_warps = (SPLIT_CHUNK_BYTES, SPLIT_NUM_WARPS) if mask is None else MASKED_CONFIG
+    chunk = cfg_chunk if chunk is None else chunk
+    num_warps = cfg_warps if num_warps is None else num_warps
+    if DST_DATA_BYTES % chunk != 0:
+        raise ValueError(f"chunk={chunk} must divide {DST_DATA_BYTES}")
+    if geometry.n_dst_pages == 0:
+        return
+    if mask is None:
+        grid: tuple[int, ...] = (geometry.n_dst_pages,)
+    else:
+        group = MASK_GROUP if group is None else group
+        grid = (triton.cdiv(geometry.n_pages, group), geometry.split)
+    with _device_guard(kv.device):
+        _page_split_kernel[grid](
+            kv,
+            dst,
+            mask if mask is not None else dst,
+            geometry.n_pages,
+            geometry.page_stride,
+            dst.stride(0),
+            SPLIT=geometry.split,
+            HAS_MASK=mask is not None,
+            GROUP=MASK_GROUP if group is None else group,
+            CHUNK=chunk,
+            TILE=triton.next_power_of_2(chunk),
+            DATA_BYTES=DST_DATA_BYTES,
+            SCALE_BYTES=DST_SCALE_BYTES,
+            num_warps=num_warps,
+        )
+
+
+def split_kv_pages_to_64(
+    kv: torch.Tensor,
+    src_pbs: int,
+    indices: torch.Tensor | None = None,
+    *,
+    registry: Registry | None = None,
+    get_dst: ScratchProvider = get_dst_buffer,
+    get_mask: ScratchProvider = get_page_mask,
+    validate_indices: bool = True,
+) -> torch.Tensor:
+    """Split footer-layout pages of ``src_pbs`` tokens into 64-token pages.
+
+    Args:
+        kv: uint8 paged pool, 2-D ``(pages, page_bytes)`` or 4-D ``(pages, src_pbs, 1, 584)``
+            (see :mod:`imlint.kernels.layout`).
+        src_pbs: tokens per source page, one of 64, 128, 256, 512. 64 is a no-op: ``kv`` is
+            validated and returned as is.
+        indices: optional token indices (any shape, int32/int64, ``-1`` = unused slot). When
+            given, only the source pages they touch are split; the destination pages of the
+            others keep stale contents. Token indices are unchanged by the split.
+        registry: where the persistent scratch lives (default: the module-level ``SCRATCH``).
+        get_dst: provider of the destination pages, ``(registry, device, n) -> (n, 37440)``.
+        get_mask: provider of the cleared int8 page mask, ``(registry, device, n) -> (n,)``.
+        validate_indices: check that indices are in range (a host sync; skipped automatically
+            during CUDA-graph capture, where the kernel still ignores out-of-range values).
+
+    Returns:
+        The destination as a strided ``(pages * src_pbs // 64, 64, 1, 584)`` uint8 view over
+        padded 37440-byte pages (page stride 37440). It aliases persistent scratch: the next
+        call on the same device overwrites it.
+
+    Raises:
+        TypeError: wrong dtype of ``kv`` or ``indices``, or ``src_pbs`` not an int.
+        ValueError: unsupported ``src_pbs``, wrong bytes per page, a CPU tensor without the
+            Triton interpreter, or indices out of range of the pool.
+    """
+    geometry = page_geometry(kv, src_pbs)
+    _check_device(kv)
+    if indices is not None:
+        check_indices(indices, kv)
+        if validate_indices and not _capturing(kv.device):
+            check_index_range(indices, geometry.n_tokens)
+    if geometry.split == 1:
+        return kv
+    if registry is None:
+        registry = SCRATCH
+    dst = get_dst(registry, kv.device, geometry.n_dst_pages)
+    mask = None
+    if indices is not None:
+        mask = get_mask(registry, kv.device, geometry.n_pages)
+        mark_pages(indices, mask, geometry.page_size)
+    launch_split(kv, geometry, dst, mask)
+    return paged_view(dst, DST_PAGE_SIZE)
