@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from imlint.config import Settings
+from imlint.fix import apply_fixes, unfixable_reason
 from imlint.model import ModuleModel, parse_and_build
 from imlint.rule import Finding, Rule
 from imlint.rules import ALL_RULES
@@ -21,6 +22,17 @@ class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
     error: str | None = None  # one line, without the path
+
+
+@dataclass
+class FixReport:
+    text: str  # the fixed text (the input when nothing changed)
+    fixed: int  # findings fixed
+    remaining: list[Finding]  # findings in the fixed text
+
+
+class FixError(Exception):
+    """The fixer failed on a file; nothing is written."""
 
 
 def enabled_rules(settings: Settings) -> list[Rule]:
@@ -73,6 +85,7 @@ class Linter:
                 seen.add(key)
                 if is_suppressed(rule.code, lines, (rng.start.line, rng.end.line)):
                     continue
+                reason = unfixable_reason(site) if rule.fixable else "the rule has no fix"
                 out.append(
                     Finding(
                         path=path,
@@ -83,7 +96,8 @@ class Linter:
                         code=rule.code,
                         severity=rule.severity.value,
                         message=report.message,
-                        fixable=False,
+                        fixable=reason is None,
+                        unfixable_reason=reason,
                         function=site.function.qualname,
                         statement=" ".join(lines[rng.start.line - 1].split())
                         if rng.start.line <= len(lines)
@@ -98,6 +112,25 @@ class Linter:
         """Findings for source text (raises ``libcst.ParserSyntaxError``)."""
         _, model = self.model(text)
         return self.findings(path, text, model)
+
+    def fix_text(self, path: str, text: str) -> FixReport:
+        """Fix every fixable finding; the result is verified to parse and re-checked.
+
+        Raises ``libcst.ParserSyntaxError`` when the input does not parse.
+        """
+        module, model = self.model(text)
+        before = self.findings(path, text, model)
+        sites = [f.site for f in before if f.fixable and f.site is not None]
+        outcome = apply_fixes(text, module, model, sites)
+        if outcome.text == text:
+            return FixReport(text, 0, before)
+        try:
+            after = self.check_text(path, outcome.text)
+        except cst.ParserSyntaxError as exc:  # a bug in the fixer: never write it
+            raise FixError(
+                f"the fix produced code that does not parse ({exc.message}); file left unchanged"
+            ) from None
+        return FixReport(outcome.text, len({id(s) for s in outcome.fixed}), after)
 
     # ---- one file, with every error turned into one line
 

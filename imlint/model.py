@@ -11,7 +11,7 @@ records instead of walking the tree again.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -209,6 +209,7 @@ class FunctionModel:
     cls: ClassModel | None
     self_name: str | None
     params: frozenset[str]
+    star_params: frozenset[str]  # ``*args``/``**kwargs``: a new tuple/dict on every call
     decorator_mode: Mode | None
     cached: bool
     globals: set[str] = field(default_factory=set)
@@ -221,6 +222,7 @@ class FunctionModel:
     early_exits: list[EarlyExit] = field(default_factory=list)
     drops: list[tuple[str, int]] = field(default_factory=list)
     allocations: list[AllocationSite] = field(default_factory=list)
+    returns: list[cst.BaseExpression] = field(default_factory=list)
     _tokens: dict[str, frozenset[str]] = field(default_factory=dict)
     _mentions: dict[str, frozenset[str]] = field(default_factory=dict)
 
@@ -241,6 +243,10 @@ class ModuleModel:
     classes: list[ClassModel]
     allocations: list[AllocationSite]
     options: AnalysisOptions
+    #: Source range of every node (the fixer reads statement and string ranges).
+    positions: Mapping[cst.CSTNode, CodeRange]
+    #: id(statement) -> (id(enclosing block), index in it), for grouping adjacent statements.
+    blocks: dict[int, tuple[int, int]]
 
     @property
     def sites(self) -> list[AllocationSite]:
@@ -268,6 +274,7 @@ class _Collector(cst.CSTVisitor):
         self._stmt: list[cst.SimpleStatementLine | cst.SimpleStatementSuite] = []
         self._order = 0
         self.container_texts: set[str] = set()  # names/attributes assigned a dict or list
+        self.blocks: dict[int, tuple[int, int]] = {}
 
     # ---- helpers
 
@@ -379,9 +386,11 @@ class _Collector(cst.CSTVisitor):
         mode, cached, static = self._decorator_info(node)
         params = [p.name.value for p in (*node.params.posonly_params, *node.params.params)]
         all_params = params + [p.name.value for p in node.params.kwonly_params]
+        star_params: list[str] = []
         for star in (node.params.star_arg, node.params.star_kwarg):
             if isinstance(star, cst.Param):
                 all_params.append(star.name.value)
+                star_params.append(star.name.value)
         self_name = params[0] if direct_method and params and not static else None
         qual_parts = [parent.qualname] if parent is not None else []
         if direct_method and cls is not None:
@@ -395,6 +404,7 @@ class _Collector(cst.CSTVisitor):
             cls=cls if direct_method else (parent.cls if parent else None),
             self_name=self_name if direct_method else (parent.self_name if parent else None),
             params=frozenset(all_params),
+            star_params=frozenset(star_params),
             decorator_mode=mode,
             cached=cached,
         )
@@ -509,6 +519,16 @@ class _Collector(cst.CSTVisitor):
 
     def visit_BooleanOperation_right(self, node: cst.BooleanOperation) -> None:
         self._push("boolop", node, node.left, attribute="right")
+
+    def visit_Module(self, node: cst.Module) -> None:
+        self._index_block(node, node.body)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self._index_block(node, node.body)
+
+    def _index_block(self, block: cst.CSTNode, body: Sequence[cst.CSTNode]) -> None:
+        for i, stmt in enumerate(body):
+            self.blocks[id(stmt)] = (id(block), i)
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self._stmt.append(node)
@@ -646,11 +666,13 @@ class _Collector(cst.CSTVisitor):
 
     def visit_Return(self, node: cst.Return) -> None:
         f = self.func
-        if f is None or node.value is None or not f.cached:
+        if f is None or node.value is None:
             return
         if any(fr.kind == "lambda" for fr in self._frames):
             return
-        self._store("return", f"{f.qualname}()", None, None, node.value)
+        f.returns.append(node.value)
+        if f.cached:
+            self._store("return", f"{f.qualname}()", None, None, node.value)
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         f = self.func
@@ -737,6 +759,8 @@ class _Collector(cst.CSTVisitor):
             self._store("setattr", target, None, obj, node.args[2].value)
 
     def _allocator(self, node: cst.Call) -> str | None:
+        if _zero_elements(node):
+            return None  # ``torch.empty(0)``: a placeholder, not a buffer
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_NEW_METHODS:
             return f".{func.attr.value}"
@@ -752,6 +776,33 @@ class _Collector(cst.CSTVisitor):
 
 
 _EMPTY = cst.Module(body=[])
+
+
+_SIZED = TORCH_FACTORIES - {"arange", "tensor", "linspace", "eye", "randint"} | TENSOR_NEW_METHODS
+
+
+def _zero_elements(node: cst.Call) -> bool:
+    """Whether a sized factory call has a literal 0 in its size: an empty placeholder."""
+    func = node.func
+    name = (
+        func.attr.value
+        if isinstance(func, cst.Attribute)
+        else func.value
+        if isinstance(func, cst.Name)
+        else ""
+    )
+    if (
+        name not in _SIZED
+        or name.endswith("_like")
+        or not node.args
+        or node.args[0].keyword is not None
+    ):
+        return False
+    first = node.args[0].value
+    dims = (
+        [el.value for el in first.elements] if isinstance(first, (cst.Tuple, cst.List)) else [first]
+    )
+    return any(isinstance(d, cst.Integer) and d.value == "0" for d in dims)
 
 
 def _calls_is_inference(test: cst.BaseExpression) -> bool:
@@ -873,6 +924,8 @@ class _FunctionAnalysis:
                 return "global"
             if f.self_name is not None and name == f.self_name:
                 return "self"
+            if name in f.star_params:
+                return "local"
             if name in f.params:
                 return "param"
             values = f.defs.get(name)
@@ -924,6 +977,12 @@ class _FunctionAnalysis:
                 stack.extend((e.left, e.right))
             elif isinstance(e, (cst.NamedExpr, cst.StarredElement)):
                 stack.append(e.value)
+            elif isinstance(e, cst.BinaryOperation):
+                stack.extend(
+                    (e.left, e.right)
+                )  # ``1.0 / torch.tensor(...)``: a new tensor, same mode
+            elif isinstance(e, cst.UnaryOperation):
+                stack.append(e.expression)
         return out
 
     # -- handles: which storages an expression aliases
@@ -966,16 +1025,16 @@ class _FunctionAnalysis:
                     elif method in _DERIVED_METHODS or method.endswith("_"):
                         stack.append(func.value)
                     elif f.self_name is not None and rtext == "self":
-                        cached = self.index.cached_methods.get((id(f.cls), method))
-                        if cached is not None:
-                            out.add(f"store:{cached}()")
+                        callee = self.index.methods.get((id(f.cls), method))
+                        if callee is not None:
+                            out |= self.index.returned(callee)
                 elif isinstance(func, cst.Name):
                     if func.value == "getattr" and len(args) >= 2:
                         attr = string_value(args[1].value)
                         if attr:
                             out.add(f"store:{expr_text(args[0].value, f.self_name)}.{attr}")
-                    elif func.value in self.index.cached_functions:
-                        out.add(f"store:{self.index.cached_functions[func.value]}()")
+                    elif func.value in self.index.functions and not f.is_local(func.value):
+                        out |= self.index.returned(self.index.functions[func.value])
             elif isinstance(e, cst.IfExp):
                 stack.extend((e.body, e.orelse))
             elif isinstance(e, cst.BooleanOperation):
@@ -1021,9 +1080,26 @@ class _FunctionAnalysis:
 class _ModuleIndex:
     imports: ImportMap
     site_ids: dict[int, int]  # id(call node) -> index in allocations
-    cached_functions: dict[str, str]  # module-level cached function name -> qualname
-    cached_methods: dict[tuple[int, str], str]  # (id(class), method) -> qualname
+    functions: dict[str, FunctionModel]  # module-level functions by name
+    methods: dict[tuple[int, str], FunctionModel]  # (id(class), name) -> method
     container_texts: set[str]  # names/attributes assigned a dict or list anywhere
+    analyses: dict[int, _FunctionAnalysis] = field(default_factory=dict)
+    _returned: dict[int, frozenset[str]] = field(default_factory=dict)
+
+    def returned(self, g: FunctionModel) -> frozenset[str]:
+        """Storage that calling ``g`` hands back: a getter's result aliases its cache."""
+        key = id(g)
+        known = self._returned.get(key)
+        if known is not None:
+            return known
+        self._returned[key] = frozenset()  # recursion guard
+        out: set[str] = {f"store:{g.qualname}()"} if g.cached else set()
+        ga = self.analyses[key]
+        for value in g.returns:
+            out |= ga.tokens(value)
+        result = frozenset(out)
+        self._returned[key] = result
+        return result
 
 
 def _persistent(store: Store, fa: _FunctionAnalysis) -> bool:
@@ -1085,31 +1161,26 @@ def build_model(wrapper: MetadataWrapper, options: AnalysisOptions) -> ModuleMod
     collector = _Collector(options)
     wrapper.visit(collector)
     allocations = collector.allocations
-    cached_functions = {
-        f.name: f.qualname
-        for f in collector.functions
-        if f.cached and f.parent is None and f.cls is None
-    }
-    cached_methods = {
-        (id(f.cls), f.name): f.qualname
-        for f in collector.functions
-        if f.cached and f.cls is not None
-    }
     index = _ModuleIndex(
         collector.imports,
         {id(site.call): i for i, site in enumerate(allocations)},
-        cached_functions,
-        cached_methods,
+        {f.name: f for f in collector.functions if f.parent is None and f.cls is None},
+        {(id(f.cls), f.name): f for f in collector.functions if f.cls is not None and f.self_name},
         collector.container_texts,
     )
     analyses = {id(f): _FunctionAnalysis(f, index) for f in collector.functions}
+    index.analyses = analyses
 
     for f in collector.functions:
         fa = analyses[id(f)]
         persistent_stores = [s for s in f.stores if _persistent(s, fa) and not _dropped(s, f)]
-        keys = {
-            s.target: s for s in persistent_stores if s.kind in ("attribute", "global", "setattr")
-        }
+        # Storage each persistent store fills, by text: a condition that tests storage
+        # filled in its own branch is a cache test for everything that branch allocates.
+        keys: dict[str, list[Store]] = {}
+        for s in persistent_stores:
+            keys.setdefault(s.target, []).append(s)
+            if s.container is not None:
+                keys.setdefault(s.container, []).append(s)
         flows: dict[int, Store] = {}
         for store in persistent_stores:
             if store.value is None:
@@ -1130,7 +1201,13 @@ def build_model(wrapper: MetadataWrapper, options: AnalysisOptions) -> ModuleMod
             _find_writes(site, analyses, collector.functions, index)
 
     return ModuleModel(
-        collector.imports, collector.functions, collector.classes, allocations, options
+        collector.imports,
+        collector.functions,
+        collector.classes,
+        allocations,
+        options,
+        wrapper.resolve(PositionProvider),  # cached by the wrapper: resolved once
+        collector.blocks,
     )
 
 
@@ -1149,13 +1226,14 @@ def _mode(site: AllocationSite) -> Mode:
 
 
 def _laziness(
-    site: AllocationSite, fa: _FunctionAnalysis, related: set[str], keys: dict[str, Store]
+    site: AllocationSite, fa: _FunctionAnalysis, related: set[str], keys: dict[str, list[Store]]
 ) -> None:
     """Decide whether the allocation runs only on a cache miss or a resize.
 
     A condition is a cache test when it mentions the storage (or an alias of it), or
-    when it mentions a key that the same branch updates (``if self._key != key:
-    self._key = key; self._buf = ...``).
+    when it mentions storage that the same branch fills: a key it updates (``if
+    self._key != key: self._key = key; self._buf = ...``) or a sibling cache
+    (``if d not in _K: _K[d] = k; _V[d] = v``).
     """
     store = site.store
     assert store is not None
@@ -1170,10 +1248,12 @@ def _laziness(
             break
         if frame.kind in _LAZY_FRAMES and frame.test is not None:
             mentioned = fa.mentions(frame.test)
-            updated_keys = (
-                k for k in mentioned & keys.keys() if any(fr is frame for fr in keys[k].frames)
+            filled_here = any(
+                any(fr is frame for fr in store.frames)
+                for k in mentioned & keys.keys()
+                for store in keys[k]
             )
-            if mentioned & related or any(True for _ in updated_keys):
+            if mentioned & related or filled_here:
                 site.lazy = "cache miss"
                 site.lazy_frame = frame
                 site.lazy_test = expr_text(frame.test)
@@ -1252,10 +1332,10 @@ def _find_writes(
     others: list[FunctionModel]
     if kind == "self" and f.cls is not None:
         others = [g for g in functions if g.cls is f.cls]
-    elif kind == "global" or store.kind == "return":
-        others = functions
     else:
-        others = []
+        # Module storage, or storage handed in and out: any function of the module may
+        # write it, e.g. through a getter's return value (``st = get_ws(); st.zero_()``).
+        others = functions
     for g in others:
         if g is f:
             continue

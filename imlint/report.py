@@ -28,9 +28,12 @@ def summary(findings: Sequence[Finding], n_errors: int, n_files: int) -> str:
     return text + "."
 
 
-def write_text(out: TextIO, findings: Sequence[Finding]) -> None:
+def write_text(out: TextIO, findings: Sequence[Finding], reasons: bool = False) -> None:
+    """``path:line:col: CODE [*] message``; ``[*]`` marks what ``imlint fix`` can fix."""
     for f in findings:
-        out.write(f"{f.path}:{f.line}:{f.col}: {f.code} {f.message}\n")
+        mark = " [*]" if f.fixable else ""
+        why = f" (not fixed: {f.unfixable_reason})" if reasons and f.unfixable_reason else ""
+        out.write(f"{f.path}:{f.line}:{f.col}: {f.code}{mark} {f.message}{why}\n")
 
 
 def write_json(out: TextIO, findings: Sequence[Finding], errors: Sequence[tuple[str, str]]) -> None:

@@ -35,6 +35,7 @@ class Finding:
     severity: str
     message: str
     fixable: bool = False
+    unfixable_reason: str | None = None
     function: str = ""
     statement: str = ""
     site: AllocationSite | None = field(default=None, compare=False, repr=False, hash=False)
@@ -53,6 +54,7 @@ class Finding:
             "severity": self.severity,
             "message": self.message,
             "fixable": self.fixable,
+            "unfixable_reason": self.unfixable_reason,
             "function": self.function,
             "statement": self.statement,
         }

@@ -16,6 +16,13 @@ FIXTURES = REPO / "fixtures"
 _EXPECT = re.compile(r"# expect: ([A-Z0-9, ]+)")
 
 
+def fixture_text(path: Path) -> str:
+    """A fixture's source, decoded as Python would (cookies, BOMs)."""
+    from imlint.source import decode
+
+    return decode(path.read_bytes()).text
+
+
 def expected_markers(text: str) -> list[tuple[int, str]]:
     """(line, code) pairs from ``# expect: IM001`` markers."""
     out = []

@@ -305,3 +305,65 @@ def test_module_level_allocations_are_not_lazy():
     assert (
         check("import torch\n_BUF = torch.empty(4)\nclass A:\n    table = torch.zeros(2)\n") == []
     )
+
+
+def test_write_through_a_getters_return_value_is_an_error():
+    code = """
+    import torch
+    class Backend:
+        def _staging(self, n):
+            st = self._bufs.get(n)
+            if st is None:
+                st = torch.empty(n)
+                self._bufs[n] = st
+            return st
+
+        def forward(self, x):
+            st = self._staging(x.numel())
+            st[: x.numel()].copy_(x)
+    """
+    assert check(code) == [(7, "IM001")]
+
+
+def test_module_getter_return_value_writes_count():
+    code = """
+    import torch
+    _WS = {}
+    def workspace(n):
+        if n not in _WS:
+            _WS[n] = torch.zeros(n)
+        return _WS[n]
+    def run(n):
+        workspace(n).zero_()
+    """
+    assert check(code) == [(6, "IM001")]
+
+
+@pytest.mark.parametrize(
+    "alloc", ["torch.empty(0)", "torch.empty((0,), dtype=torch.int64)", "x.new_zeros(0)"]
+)
+def test_zero_element_placeholders_are_not_buffers(alloc):
+    code = f"import torch\n_C = {{}}\ndef f(x, n):\n    if n not in _C:\n        _C[n] = {alloc}\n"
+    assert check(code) == []
+
+
+def test_kwargs_is_a_fresh_dict():
+    code = "import torch\ndef f(n, **kwargs):\n    if 'q' not in kwargs:\n        kwargs['q'] = torch.ones(n)\n    return kwargs\n"
+    assert check(code) == []
+
+
+def test_arithmetic_on_an_allocation_is_still_that_allocation():
+    code = "import functools, torch\n@functools.lru_cache\ndef inv(n):\n    return 1.0 / torch.tensor(n)\n"
+    assert check(code) == [(4, "IM002")]
+
+
+def test_sibling_cache_filled_in_the_same_branch_is_lazy():
+    code = """
+    import torch
+    class A:
+        def bufs(self, n):
+            if self._a is None:
+                self._a = torch.empty(n)
+                self._b = torch.empty(n)
+    """
+    assert check(code) == [(6, "IM002"), (7, "IM002")]

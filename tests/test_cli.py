@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import FIXTURES, expected_markers, run_imlint
+from .conftest import FIXTURES, expected_markers, fixture_text, run_imlint
 
 LAZY = """\
 import torch
@@ -40,7 +40,7 @@ def test_finding_output_and_exit_1(tmp_path):
     r = run_imlint("check", "pkg", cwd=tmp_path)
     assert r.code == 1, r.err
     first = r.out.splitlines()[0]
-    assert first.startswith(f"pkg{os.sep}a.py:8:21: IM002 Lazy buffer `_CACHE[n]`")
+    assert first.startswith(f"pkg{os.sep}a.py:8:21: IM002 [*] Lazy buffer `_CACHE[n]`")
     assert "Found 1 finding (1 warning) in 1 file." in r.out
 
 
@@ -76,6 +76,7 @@ def test_json_output_is_a_list_of_stable_objects(tmp_path):
         "severity",
         "message",
         "fixable",
+        "unfixable_reason",
         "function",
         "statement",
     }
@@ -212,7 +213,7 @@ def test_bad_files_are_one_line_each_and_others_still_checked(tmp_path):
     assert "symbolic link loop" in by_file["loop.py"]
     assert len(err_lines) == len(BAD_INPUTS) + 2
     # the good file was still checked; the empty file is valid Python and clean
-    assert "good.py:8:21: IM002" in r.out
+    assert "good.py:8:21: IM002 [*]" in r.out
     assert "empty.py" not in r.err
 
 
@@ -257,7 +258,7 @@ def test_check_on_bundled_fixtures_reports_every_marker():
         (p.resolve(), line, code)
         for p in FIXTURES.rglob("*.py")
         if not p.name.endswith(".fixed.py")
-        for line, code in expected_markers(p.read_text())
+        for line, code in expected_markers(fixture_text(p))
     )
     assert got == want
 

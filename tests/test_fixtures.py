@@ -7,7 +7,7 @@ import pytest
 from imlint.config import load_settings
 from imlint.engine import Linter
 
-from .conftest import FIXTURES, expected_markers
+from .conftest import FIXTURES, expected_markers, fixture_text
 
 BEFORE = sorted(p for p in FIXTURES.rglob("*.py") if not p.name.endswith(".fixed.py"))
 AFTER = sorted(FIXTURES.rglob("*.fixed.py"))
@@ -20,21 +20,30 @@ def linter():
 
 def test_there_are_fixtures():
     assert len(BEFORE) >= 8
-    assert any(expected_markers(p.read_text()) for p in BEFORE)
+    assert any(expected_markers(fixture_text(p)) for p in BEFORE)
 
 
 @pytest.mark.parametrize("path", BEFORE, ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_before_flagged_exactly_at_markers(linter, path):
-    text = path.read_text(encoding="utf-8")
+    text = fixture_text(path)
     findings = linter.check_text(str(path), text)
     assert [(f.line, f.code) for f in findings] == expected_markers(text)
 
 
 @pytest.mark.parametrize("path", AFTER, ids=lambda p: str(p.relative_to(FIXTURES)))
-def test_after_is_clean(linter, path):
-    assert linter.check_text(str(path), path.read_text(encoding="utf-8")) == []
+def test_after_keeps_only_unfixable_findings(linter, path):
+    """After files are clean, except for findings the fix must leave (with a reason)."""
+    before = path.with_name(path.name.replace(".fixed.py", ".py"))
+    unfixable = [
+        (f.line, f.code)
+        for f in linter.check_text(str(before), fixture_text(before))
+        if not f.fixable
+    ]
+    after = linter.check_text(str(path), fixture_text(path))
+    assert [(f.line, f.code) for f in after] == unfixable
+    assert all(f.unfixable_reason for f in after)
 
 
 def test_fixture_codes_cover_both_core_rules():
-    codes = {code for p in BEFORE for _, code in expected_markers(p.read_text())}
+    codes = {code for p in BEFORE for _, code in expected_markers(fixture_text(p))}
     assert {"IM001", "IM002"} <= codes

@@ -1,0 +1,297 @@
+"""The autofix: wrap the statement that allocates in ``with torch.inference_mode(False):``.
+
+The fix edits text, line by line, from positions in the parsed tree, so that nothing but
+the wrapped statements moves: comments, blank lines, line endings, indentation style,
+the encoding cookie and the BOM stay as they were. Continuation lines of a multi-line
+statement get one more indent unit, except lines inside a multi-line string, which are
+left alone (re-indenting them would change the string).
+
+Choices (documented in the README):
+- the smallest statement performing the allocation is wrapped; ``buf = torch.empty()`` is
+  wrapped and the following ``buffers[key] = buf`` stays outside;
+- adjacent flagged statements of one block share one ``with``;
+- inside ``with torch.no_grad():`` the guard is nested inside that block (the wrapped
+  statement is in it), never merged into its items;
+- the guard is spelled with the module's torch alias (``th.inference_mode(False)``),
+  else with an imported ``inference_mode``, else ``import torch`` is added among the
+  module's imports.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from imlint.model import AllocationSite, ModuleModel
+from imlint.names import dotted_name
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their endings, split only where Python (and LibCST) end lines."""
+    return _LINE.findall(text)
+
+
+def unfixable_reason(site: AllocationSite) -> str | None:
+    """Why wrapping this allocation would not be safe, or None if it can be fixed."""
+    for frame in site.frames:
+        if frame.kind == "lambda":
+            return "allocation inside a lambda: it runs when the lambda is called"
+        if frame.kind == "comp" and isinstance(frame.node, cst.GeneratorExp):
+            return (
+                "allocation inside a generator expression: it runs when the generator is consumed"
+            )
+    if site.suite is not None:
+        if len(site.suite.body) != 1:
+            return "one-line compound statement with several statements: split it first"
+        return _unsafe_contents(site.suite.body[0])
+    if site.stmt is None:
+        return "allocation in a compound statement's header (a condition, a default argument, a decorator)"
+    if len(site.stmt.body) != 1:
+        return "several statements on one line: split them first"
+    return _unsafe_contents(site.stmt.body[0])
+
+
+def _unsafe_contents(stmt: cst.BaseSmallStatement) -> str | None:
+    for node in _walk(stmt):
+        if isinstance(node, (cst.Yield, cst.Await)):
+            return "the statement suspends (yield/await) and would leak the mode to other code"
+        if isinstance(node, (cst.Lambda, cst.FunctionDef)):
+            break
+    if isinstance(stmt, (cst.Global, cst.Nonlocal, cst.Import, cst.ImportFrom)):
+        return "not an allocating statement"
+    return None
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(n.children)
+
+
+@dataclass
+class FixOutcome:
+    text: str
+    fixed: list[AllocationSite] = field(default_factory=list)
+
+
+@dataclass
+class _Guard:
+    call: str  # e.g. "torch.inference_mode(False)"
+    import_line: str | None  # "import torch" when it must be added
+    import_at: int = 0  # 0-based line index to insert the import before
+
+
+def _guard(module: cst.Module, model: ModuleModel) -> _Guard:
+    """How to spell the guard in this module, and where ``import torch`` goes if needed."""
+    torch_alias: str | None = None
+    mode_alias: str | None = None
+    first_torch_from: int | None = None  # 1-based line of the first ``from torch import``
+    last_import_end: int | None = None
+    after_header = 0  # after the docstring and ``from __future__`` imports
+    for i, stmt in enumerate(module.body):
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        rng = model.positions[stmt]
+        first = stmt.body[0]
+        if (
+            i == 0
+            and isinstance(first, cst.Expr)
+            and isinstance(first.value, (cst.SimpleString, cst.ConcatenatedString))
+        ):
+            after_header = rng.end.line
+            continue
+        for s in stmt.body:
+            if isinstance(s, cst.Import):
+                last_import_end = rng.end.line
+                for alias in s.names:
+                    name = dotted_name(alias.name) or ""
+                    if (
+                        name == "torch"
+                        and alias.asname is not None
+                        and isinstance(alias.asname.name, cst.Name)
+                    ):
+                        torch_alias = torch_alias or alias.asname.name.value
+                    elif (name == "torch" or name.startswith("torch.")) and alias.asname is None:
+                        torch_alias = "torch"  # ``import torch.nn`` binds ``torch`` too
+            elif isinstance(s, cst.ImportFrom):
+                last_import_end = rng.end.line
+                module_name = dotted_name(s.module) if s.module is not None else None
+                if module_name == "__future__":
+                    after_header = rng.end.line
+                elif module_name == "torch" and not s.relative:
+                    if first_torch_from is None:
+                        first_torch_from = rng.start.line
+                    if not isinstance(s.names, cst.ImportStar):
+                        for alias in s.names:
+                            if (
+                                isinstance(alias.name, cst.Name)
+                                and alias.name.value == "inference_mode"
+                            ):
+                                mode_alias = alias.name.value
+                                if alias.asname is not None and isinstance(
+                                    alias.asname.name, cst.Name
+                                ):
+                                    mode_alias = alias.asname.name.value
+    if torch_alias is not None:
+        return _Guard(f"{torch_alias}.inference_mode(False)", None)
+    if mode_alias is not None:
+        return _Guard(f"{mode_alias}(False)", None)
+    if first_torch_from is not None:
+        at = first_torch_from - 1
+    elif last_import_end is not None:
+        at = last_import_end
+    else:
+        at = after_header
+    return _Guard("torch.inference_mode(False)", "import torch", at)
+
+
+def _indent_of(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t\f"))]
+
+
+def _newline(line: str, default: str) -> str:
+    if line.endswith("\r\n"):
+        return "\r\n"
+    if line.endswith(("\n", "\r")):
+        return line[-1]
+    return default
+
+
+def _unit(indent: str, module: cst.Module) -> str:
+    if indent.startswith("\t") or (not indent and module.default_indent == "\t"):
+        return "\t"
+    return module.default_indent if module.default_indent.strip(" ") == "" else "    "
+
+
+def _string_interior_lines(node: cst.CSTNode, model: ModuleModel) -> set[int]:
+    """1-based lines that start inside a multi-line string literal within ``node``."""
+    out: set[int] = set()
+    for n in _walk(node):
+        if isinstance(n, (cst.SimpleString, cst.FormattedString)):
+            rng = model.positions.get(n)
+            if rng is not None and rng.end.line > rng.start.line:
+                out.update(range(rng.start.line + 1, rng.end.line + 1))
+    return out
+
+
+def apply_fixes(
+    text: str, module: cst.Module, model: ModuleModel, sites: Sequence[AllocationSite]
+) -> FixOutcome:
+    """Wrap every fixable site's statement; returns the new text and the sites fixed."""
+    fixable = [s for s in sites if unfixable_reason(s) is None]
+    if not fixable:
+        return FixOutcome(text)
+    lines = split_lines(text)
+    guard = _guard(module, model)
+    default_nl = module.default_newline
+
+    # Statements to wrap (deduplicated), grouped by block into runs of adjacent siblings.
+    line_stmts: dict[int, tuple[cst.SimpleStatementLine, list[AllocationSite]]] = {}
+    suites: dict[int, tuple[cst.SimpleStatementSuite, list[AllocationSite]]] = {}
+    for site in fixable:
+        if site.stmt is not None:
+            line_stmts.setdefault(id(site.stmt), (site.stmt, []))[1].append(site)
+        elif site.suite is not None:
+            suites.setdefault(id(site.suite), (site.suite, []))[1].append(site)
+
+    by_block: dict[int, list[tuple[int, cst.SimpleStatementLine, list[AllocationSite]]]] = {}
+    for stmt, owners in line_stmts.values():
+        block, index = model.blocks[id(stmt)]
+        by_block.setdefault(block, []).append((index, stmt, owners))
+
+    # Edits: (first line index, last line index, replacement lines), applied bottom-up.
+    edits: list[tuple[int, int, list[str]]] = []
+    fixed: list[AllocationSite] = []
+    for entries in by_block.values():
+        entries.sort(key=lambda e: e[0])
+        run: list[tuple[int, cst.SimpleStatementLine, list[AllocationSite]]] = []
+        for entry in entries:
+            if run and entry[0] != run[-1][0] + 1:
+                edits.append(_wrap_run(run, lines, model, module, guard, default_nl, fixed))
+                run = []
+            run.append(entry)
+        if run:
+            edits.append(_wrap_run(run, lines, model, module, guard, default_nl, fixed))
+    for suite, owners in suites.values():
+        edit = _split_suite(suite, lines, model, module, guard, default_nl)
+        if edit is not None:
+            edits.append(edit)
+            fixed.extend(owners)
+
+    if guard.import_line is not None and fixed:
+        at = min(guard.import_at, len(lines))
+        nl = _newline(lines[at - 1], default_nl) if at > 0 else default_nl
+        edits.append((at, at - 1, [guard.import_line + nl]))  # an insertion before line ``at``
+    # Bottom-up, so earlier line numbers stay valid; an insertion goes after edits below it.
+    edits.sort(key=lambda e: (e[0], e[1]), reverse=True)
+    for first, last, replacement in edits:
+        lines[first : last + 1] = replacement
+    return FixOutcome("".join(lines), fixed)
+
+
+def _wrap_run(
+    run: list[tuple[int, cst.SimpleStatementLine, list[AllocationSite]]],
+    lines: list[str],
+    model: ModuleModel,
+    module: cst.Module,
+    guard: _Guard,
+    default_nl: str,
+    fixed: list[AllocationSite],
+) -> tuple[int, int, list[str]]:
+    first_stmt, last_stmt = run[0][1], run[-1][1]
+    first = model.positions[first_stmt].start.line - 1
+    last = model.positions[last_stmt].end.line - 1
+    indent = _indent_of(lines[first])
+    unit = _unit(indent, module)
+    nl = _newline(lines[first], default_nl)
+    keep: set[int] = set()
+    for _, stmt, owners in run:
+        keep |= _string_interior_lines(stmt, model)
+        fixed.extend(owners)
+    out = [f"{indent}with {guard.call}:{nl}"]
+    for i in range(first, last + 1):
+        line = lines[i]
+        if (i + 1) in keep or not line.strip():
+            out.append(line)
+        else:
+            out.append(unit + line)
+    return first, last, out
+
+
+def _split_suite(
+    suite: cst.SimpleStatementSuite,
+    lines: list[str],
+    model: ModuleModel,
+    module: cst.Module,
+    guard: _Guard,
+    default_nl: str,
+) -> tuple[int, int, list[str]] | None:
+    """``if x: buf = alloc(...)`` becomes a block holding the guarded statement."""
+    small = suite.body[0]
+    rng = model.positions[small]
+    suite_rng = model.positions[suite]
+    first = rng.start.line - 1
+    last = suite_rng.end.line - 1
+    line = lines[first]
+    header = line[: rng.start.column].rstrip(" \t")
+    if not header.endswith(":"):
+        return None
+    indent = _indent_of(line)
+    unit = _unit(indent, module)
+    nl = _newline(lines[last], default_nl)
+    body_lines = [line[rng.start.column :], *lines[first + 1 : last + 1]]
+    out = [header + nl, f"{indent}{unit}with {guard.call}:{nl}"]
+    keep = _string_interior_lines(small, model)
+    for offset, text in enumerate(body_lines):
+        if offset and ((first + offset + 1) in keep or not text.strip()):
+            out.append(text)
+        else:
+            out.append(indent + unit + unit + text if offset == 0 else unit + unit + text)
+    return first, last, out

@@ -1,0 +1,202 @@
+"""`imlint fix`: byte-for-byte fixtures, invariants, and the command line."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from imlint.rules import ALL_RULES
+
+from imlint.config import Settings, load_settings
+from imlint.engine import Linter, read_source
+
+from .conftest import FIXTURES, REPO, run_imlint
+
+PAIRS = sorted(
+    (p, p.with_name(p.name[: -len(".py")] + ".fixed.py"))
+    for p in FIXTURES.rglob("*.py")
+    if not p.name.endswith(".fixed.py")
+    and p.with_name(p.name[: -len(".py")] + ".fixed.py").exists()
+)
+IDS = [str(b.relative_to(FIXTURES)) for b, _ in PAIRS]
+
+
+@pytest.fixture(scope="module")
+def linter():
+    return Linter(load_settings(FIXTURES / "pyproject.toml"))
+
+
+def fix_bytes(linter: Linter, path: Path) -> bytes:
+    source = read_source(str(path))
+    return source.encode(linter.fix_text(str(path), source.text).text)
+
+
+def test_every_fixable_fixture_has_an_after_file(linter):
+    flagged = {p for p in FIXTURES.rglob("*.py") if b"# expect:" in p.read_bytes()}
+    fixable = {
+        p
+        for p in flagged
+        if not p.name.endswith(".fixed.py")
+        and any(f.fixable for f in linter.check_text(str(p), read_source(str(p)).text))
+    }
+    assert fixable == {b for b, _ in PAIRS}
+
+
+@pytest.mark.parametrize(("before", "after"), PAIRS, ids=IDS)
+def test_fix_matches_after_file_byte_for_byte(linter, before, after):
+    assert fix_bytes(linter, before) == after.read_bytes()
+
+
+@pytest.mark.parametrize(("before", "after"), PAIRS, ids=IDS)
+def test_fix_is_idempotent_and_leaves_nothing_fixable(linter, before, after):
+    assert fix_bytes(linter, after) == after.read_bytes()
+    remaining = linter.check_text(str(after), read_source(str(after)).text)
+    assert [f for f in remaining if f.fixable] == []
+
+
+@pytest.mark.parametrize(("before", "after"), PAIRS, ids=IDS)
+def test_fixed_file_compiles(before, after):
+    compile(after.read_bytes(), str(after), "exec", dont_inherit=True)
+
+
+def test_unfixable_shapes_are_reported_with_reasons(linter):
+    path = FIXTURES / "IM002" / "unfixable.py"
+    source = read_source(str(path))
+    report = linter.fix_text(str(path), source.text)
+    assert report.text == source.text and report.fixed == 0
+    reasons = [f.unfixable_reason for f in report.remaining]
+    assert len(reasons) == 5 and all(reasons)
+    assert any("lambda" in r or "generator" in r for r in reasons)
+    assert any("yield/await" in r for r in reasons)
+
+
+@pytest.mark.parametrize(
+    ("rule", "index"),
+    [(r, i) for r in ALL_RULES for i, ex in enumerate(r.INVALID) if ex.fixed is not None],
+    ids=lambda v: getattr(v, "code", str(v)),
+)
+def test_rule_examples_fix_to_their_fixed_text(rule, index):
+    example = rule.INVALID[index]
+    linter = Linter(Settings(select=(rule.code,)))
+    assert linter.fix_text("example.py", example.code).text == example.fixed
+
+
+@pytest.mark.skipif(shutil.which("ruff") is None, reason="ruff not installed")
+@pytest.mark.parametrize(("before", "after"), PAIRS, ids=IDS)
+def test_ruff_format_stable_where_input_was(before, after):
+    def formatted(p: Path) -> bool:
+        cmd = ["ruff", "format", "--isolated", "--check", "-q", str(p)]
+        return subprocess.run(cmd, capture_output=True).returncode == 0
+
+    if formatted(before):
+        assert formatted(after)
+
+
+def _functions(path: Path) -> dict[str, str]:
+    tree = ast.parse(path.read_text())
+    return {n.name: ast.dump(n) for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+@pytest.mark.parametrize("variant", ["page_split_unguarded_both", "page_split_unguarded_dst"])
+def test_fixed_kernel_variants_match_the_reference_module(variant):
+    module = _functions(REPO / "kernels" / "page_split.py")
+    fixed = _functions(FIXTURES / "kernels" / f"{variant}.fixed.py")
+    for name in ("get_dst_buffer", "get_page_mask"):
+        assert fixed[name] == module[name], name
+
+
+# ---- the command line
+
+
+LAZY = "import torch\n\n_C = {}\n\n\ndef get(n):\n    if n not in _C:\n        _C[n] = torch.empty(n)\n    return _C[n]\n"
+FIXED = (
+    "import torch\n\n_C = {}\n\n\ndef get(n):\n    if n not in _C:\n"
+    "        with torch.inference_mode(False):\n            _C[n] = torch.empty(n)\n    return _C[n]\n"
+)
+UNFIXABLE = "import torch\n\n_C = {}\n\n\ndef get(n):\n    if n not in _C:\n        t = 1; _C[n] = torch.empty(n)\n    return _C[n]\n"
+
+
+def test_fix_command_writes_and_summarises(tmp_path):
+    (tmp_path / "a.py").write_text(LAZY)
+    (tmp_path / "b.py").write_text(LAZY.replace("_C", "_D"))
+    (tmp_path / "a.py").chmod(0o640)
+    r = run_imlint("fix", ".", cwd=tmp_path)
+    assert r.code == 0, r.out + r.err
+    assert "Fixed 2 findings in 2 files." in r.out
+    assert (tmp_path / "a.py").read_text() == FIXED
+    assert stat.S_IMODE((tmp_path / "a.py").stat().st_mode) == 0o640
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".imlint-tmp")]
+    again = run_imlint("fix", ".", cwd=tmp_path)
+    assert again.code == 0 and "Fixed 0 findings in 0 files." in again.out
+
+
+def test_check_fix_is_the_same_as_fix(tmp_path):
+    (tmp_path / "a.py").write_text(LAZY)
+    r = run_imlint("check", "--fix", "a.py", cwd=tmp_path)
+    assert r.code == 0 and (tmp_path / "a.py").read_text() == FIXED
+
+
+@pytest.mark.parametrize("command", [("fix", "--diff"), ("check", "--diff")])
+def test_diff_writes_nothing(tmp_path, command):
+    (tmp_path / "a.py").write_text(LAZY)
+    r = run_imlint(*command, "a.py", cwd=tmp_path)
+    assert r.code == 1
+    assert "+        with torch.inference_mode(False):" in r.out
+    assert r.out.startswith("--- a.py\n+++ a.py\n")
+    assert "Would fix 1 finding in 1 file." in r.err
+    assert (tmp_path / "a.py").read_text() == LAZY
+
+
+def test_unfixable_findings_exit_1_with_reason(tmp_path):
+    (tmp_path / "a.py").write_text(UNFIXABLE)
+    r = run_imlint("fix", "a.py", cwd=tmp_path)
+    assert r.code == 1
+    assert "not fixed: several statements on one line" in r.out
+    assert (tmp_path / "a.py").read_text() == UNFIXABLE
+
+
+def test_bad_files_untouched_others_fixed(tmp_path):
+    (tmp_path / "bad.py").write_text("def (:\n" + LAZY)
+    (tmp_path / "ro.py").write_text(LAZY)
+    (tmp_path / "ro.py").chmod(0o444)
+    os.symlink(tmp_path / "ro.py", tmp_path / "link.py")
+    (tmp_path / "ok.py").write_text(LAZY)
+    r = run_imlint("fix", ".", cwd=tmp_path)
+    assert r.code == 2
+    assert "bad.py: error: syntax error" in r.err
+    assert "ro.py: error: file is read-only; not modified" in r.err
+    assert "link.py: error: is a symbolic link" in r.err
+    assert "Traceback" not in r.err
+    assert (tmp_path / "bad.py").read_text().startswith("def (:")
+    assert (tmp_path / "ro.py").read_text() == LAZY
+    assert (tmp_path / "ok.py").read_text() == FIXED
+
+
+def test_fix_keeps_crlf_and_bom_through_the_cli(tmp_path):
+    data = b"\xef\xbb\xbf" + LAZY.replace("\n", "\r\n").encode()
+    (tmp_path / "a.py").write_bytes(data)
+    assert run_imlint("fix", "a.py", cwd=tmp_path).code == 0
+    assert (tmp_path / "a.py").read_bytes() == b"\xef\xbb\xbf" + FIXED.replace(
+        "\n", "\r\n"
+    ).encode()
+
+
+def test_fix_does_not_import_the_code(tmp_path):
+    payload = "import pathlib\npathlib.Path(__file__).with_name('MARKER').write_text('x')\n" + LAZY
+    (tmp_path / "m.py").write_text(payload)
+    assert run_imlint("fix", "m.py", cwd=tmp_path).code == 0
+    assert not (tmp_path / "MARKER").exists()
+
+
+def test_python_m_imlint_fix(tmp_path):
+    (tmp_path / "a.py").write_text(LAZY)
+    proc = subprocess.run(
+        [sys.executable, "-m", "imlint", "fix", "a.py"], cwd=tmp_path, capture_output=True
+    )
+    assert proc.returncode == 0
