@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import difflib
-import functools
 import sys
-import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import click
-import libcst as cst
 
 from imlint import __version__
 from imlint.config import ConfigError, Settings, find_config, load_settings
 from imlint.discovery import discover
-from imlint.engine import FileResult, FixError, Linter, read_source, syntax_error_message
+from imlint.finding import Finding
 from imlint.report import plural, summary, write_json, write_text
-from imlint.rule import Finding
-from imlint.source import SourceError
-from imlint.writer import WriteError, write_atomic
+from imlint.runner import CACHE_DIR, default_jobs, run_files
 
 
 def _codes(value: str | None) -> tuple[str, ...] | None:
@@ -97,6 +90,19 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
             "--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing."
         ),
         click.option("--debug", is_flag=True, help="Show tracebacks for internal errors."),
+        click.option(
+            "-j",
+            "--jobs",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Worker processes (default: the CPUs available).",
+        ),
+        click.option("--no-cache", is_flag=True, help=f"Neither read nor write {CACHE_DIR}/."),
+        click.option(
+            "--no-fast",
+            is_flag=True,
+            help="Parse every file, even those that cannot hold an allocation (the plain path).",
+        ),
     ]
     for option in reversed(options):
         f = option(f)
@@ -127,14 +133,6 @@ def fix(**kwargs: Any) -> None:
     sys.exit(run(mode="diff" if kwargs["diff"] else "fix", **kwargs))
 
 
-@dataclass
-class _Run:
-    findings: list[Finding] = field(default_factory=list)
-    errors: list[tuple[str, str]] = field(default_factory=list)
-    fixed: int = 0
-    fixed_files: int = 0
-
-
 def run(
     mode: str,
     paths: tuple[str, ...],
@@ -146,6 +144,9 @@ def run(
     output_format: str,
     diff: bool,
     debug: bool,
+    jobs: int | None,
+    no_cache: bool,
+    no_fast: bool,
 ) -> int:
     del diff  # folded into ``mode``
     try:
@@ -154,109 +155,57 @@ def run(
         click.echo(str(exc), err=True)
         return 2
     found = discover(paths or (".",), settings, force_exclude=force_exclude)
-    linter = Linter(settings)
-    state = _Run(errors=list(found.errors))
-    for path in found.files:
-        if mode == "check":
-            result = _guarded(functools.partial(linter.check_path, path), path, debug)
-            state.findings.extend(result.findings)
-            if result.error is not None:
-                state.errors.append((path, result.error))
-        else:
-            _fix_one(linter, path, mode, state, debug)
-    findings = sorted(state.findings, key=Finding.sort_key)
-    for path, message in state.errors:
+    outcomes = run_files(
+        found.files,
+        settings,
+        mode,
+        jobs=jobs if jobs is not None else default_jobs(),
+        fast=not no_fast,
+        use_cache=not no_cache,
+        debug=debug,
+    )
+    errors = list(found.errors) + [(o.path, o.error) for o in outcomes if o.error is not None]
+    findings = sorted((f for o in outcomes for f in o.findings), key=Finding.sort_key)
+    for path, message in errors:
         print_error(path, message)
+    if mode == "diff":
+        for o in outcomes:
+            sys.stdout.write(o.diff)
     if output_format == "json":
-        write_json(sys.stdout, findings, state.errors)
+        write_json(sys.stdout, findings, errors)
     else:
         if mode != "diff":
             write_text(sys.stdout, findings, reasons=mode == "fix")
-        _summarise(mode, findings, state, len(found.files))
-    if state.errors:
+        fixed = sum(o.fixed for o in outcomes)
+        fixed_files = sum(1 for o in outcomes if o.fixed)
+        _summarise(mode, findings, errors, len(found.files), fixed, fixed_files)
+    if errors:
         return 2
     return 1 if findings else 0
 
 
-def _summarise(mode: str, findings: list[Finding], state: _Run, n_files: int) -> None:
+def _summarise(
+    mode: str,
+    findings: list[Finding],
+    errors: list[tuple[str, str]],
+    n_files: int,
+    fixed: int,
+    fixed_files: int,
+) -> None:
     if mode == "check":
-        click.echo(summary(findings, len(state.errors), n_files))
+        click.echo(summary(findings, len(errors), n_files))
         n_fixable = sum(f.fixable for f in findings)
         if n_fixable:
             click.echo(f"{plural(n_fixable, 'finding')} fixable with `imlint fix` (marked [*]).")
         return
     verb = "Would fix" if mode == "diff" else "Fixed"
-    line = f"{verb} {plural(state.fixed, 'finding')} in {plural(state.fixed_files, 'file')}"
+    line = f"{verb} {plural(fixed, 'finding')} in {plural(fixed_files, 'file')}"
     remaining = [f for f in findings if not (mode == "diff" and f.fixable)]
     if remaining:
         line += f"; {plural(len(remaining), 'finding')} left that cannot be fixed automatically"
-    if state.errors:
-        line += f"; {plural(len(state.errors), 'path')} could not be processed"
+    if errors:
+        line += f"; {plural(len(errors), 'path')} could not be processed"
     click.echo(line + ".", err=mode == "diff")
-
-
-def _guarded(action: Callable[[], FileResult], path: str, debug: bool) -> FileResult:
-    try:
-        return action()
-    except Exception as exc:  # an imlint bug must not stop the other files
-        if debug:
-            traceback.print_exc()
-        return FileResult(
-            path, error=f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)"
-        )
-
-
-def _fix_one(linter: Linter, path: str, mode: str, state: _Run, debug: bool) -> None:
-    try:
-        source = read_source(path)
-    except SourceError as exc:
-        state.errors.append((path, str(exc)))
-        return
-    try:
-        report = linter.fix_text(path, source.text)
-    except cst.ParserSyntaxError as exc:
-        state.errors.append((path, syntax_error_message(exc, source.text)))
-        return
-    except RecursionError:
-        state.errors.append((path, "too deeply nested to analyse"))
-        return
-    except FixError as exc:
-        state.errors.append((path, str(exc)))
-        state.findings.extend(linter.check_text(path, source.text))
-        return
-    except Exception as exc:
-        if debug:
-            traceback.print_exc()
-        state.errors.append(
-            (path, f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)")
-        )
-        return
-    if report.text == source.text:
-        state.findings.extend(report.remaining)
-        return
-    if mode == "diff":
-        sys.stdout.writelines(
-            difflib.unified_diff(
-                source.text.splitlines(keepends=True),
-                report.text.splitlines(keepends=True),
-                fromfile=path,
-                tofile=path,
-            )
-        )
-        # Until written, every finding is still there; the fixable ones would go.
-        state.findings.extend(linter.check_text(path, source.text))
-        state.fixed += report.fixed
-        state.fixed_files += 1
-        return
-    try:
-        write_atomic(path, source.encode(report.text), expected=source.raw)
-    except WriteError as exc:
-        state.errors.append((path, str(exc)))
-        state.findings.extend(linter.check_text(path, source.text))
-        return
-    state.fixed += report.fixed
-    state.fixed_files += 1
-    state.findings.extend(report.remaining)
 
 
 def main() -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
+import difflib
 import os
+import re
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -13,8 +16,10 @@ from imlint.fix import apply_fixes, unfixable_reason
 from imlint.model import ModuleModel, parse_and_build
 from imlint.rule import Finding, Rule
 from imlint.rules import ALL_RULES
+from imlint.runner import Outcome
 from imlint.source import Source, SourceError, decode
 from imlint.suppress import is_suppressed
+from imlint.writer import WriteError, write_atomic
 
 
 @dataclass
@@ -40,18 +45,26 @@ def enabled_rules(settings: Settings) -> list[Rule]:
     return [r() for r in ALL_RULES if r.code in codes]
 
 
+def python_syntax_error(text: str) -> str | None:
+    """Python's own syntax error for ``text`` as one line, or None if it parses."""
+    try:
+        ast.parse(text)
+    except SyntaxError as err:
+        return f"syntax error at {err.lineno}:{err.offset}: {err.msg}"
+    except (ValueError, RecursionError, MemoryError) as err:
+        return f"cannot parse: {type(err).__name__}"
+    return None
+
+
 def syntax_error_message(exc: cst.ParserSyntaxError, text: str) -> str:
     """One line for a file LibCST cannot parse.
 
     Python's own parser (``ast.parse``: parsing only, nothing runs) gives the more
     precise message; when it accepts the file, LibCST lacks support for the syntax.
     """
-    try:
-        ast.parse(text)
-    except SyntaxError as err:
-        return f"syntax error at {err.lineno}:{err.offset}: {err.msg}"
-    except (ValueError, RecursionError, MemoryError):
-        pass
+    python_error = python_syntax_error(text)
+    if python_error is not None and python_error.startswith("syntax error"):
+        return python_error
     first = str(exc.message).strip().splitlines()[0] if exc.message else "invalid syntax"
     return f"cannot parse at {exc.raw_line}:{exc.raw_column + 1} (syntax not supported by LibCST): {first}"
 
@@ -168,3 +181,57 @@ def read_source(path: str) -> Source:
             raise SourceError("symbolic link loop") from None
         raise SourceError(f"cannot read: {exc.strerror or exc}") from None
     return decode(raw)
+
+
+def _detached(findings: list[Finding]) -> list[Finding]:
+    """Findings without their link to the tree (to cross process boundaries)."""
+    return [dataclasses.replace(f, site=None) for f in findings]
+
+
+def process_file(
+    linter: Linter, path: str, mode: str, pattern: re.Pattern[bytes] | None
+) -> Outcome:
+    """Check, fix or diff one file; every failure becomes a one-line error.
+
+    ``pattern``: the pre-filter; a file whose bytes do not match it cannot hold an
+    allocation site, so it is not parsed (``None``: parse every file).
+    """
+    try:
+        source = read_source(path)
+    except SourceError as exc:
+        return Outcome(path, error=str(exc))
+    if pattern is not None and not pattern.search(source.raw):
+        # No allocation site is possible: skip LibCST, but still report a syntax error,
+        # found by Python's own parser (parsing only; nothing is executed).
+        return Outcome(path, error=python_syntax_error(source.text))
+    if mode == "check":
+        result = linter.check_source(path, source)
+        return Outcome(path, _detached(result.findings), result.error)
+    try:
+        report = linter.fix_text(path, source.text)
+    except cst.ParserSyntaxError as exc:
+        return Outcome(path, error=syntax_error_message(exc, source.text))
+    except RecursionError:
+        return Outcome(path, error="too deeply nested to analyse")
+    except FixError as exc:
+        return Outcome(path, _detached(linter.check_text(path, source.text)), str(exc))
+    if report.text == source.text:
+        return Outcome(path, _detached(report.remaining))
+    if mode == "diff":
+        diff = "".join(
+            difflib.unified_diff(
+                source.text.splitlines(keepends=True),
+                report.text.splitlines(keepends=True),
+                fromfile=path,
+                tofile=path,
+            )
+        )
+        # Nothing is written: every finding is still there; the fixable ones would go.
+        return Outcome(
+            path, _detached(linter.check_text(path, source.text)), fixed=report.fixed, diff=diff
+        )
+    try:
+        write_atomic(path, source.encode(report.text), expected=source.raw)
+    except WriteError as exc:
+        return Outcome(path, _detached(linter.check_text(path, source.text)), str(exc))
+    return Outcome(path, _detached(report.remaining), fixed=report.fixed)

@@ -170,12 +170,12 @@ def _unit(indent: str, module: cst.Module) -> str:
     return module.default_indent if module.default_indent.strip(" ") == "" else "    "
 
 
-def _string_interior_lines(node: cst.CSTNode, model: ModuleModel) -> set[int]:
+def _string_interior_lines(node: cst.CSTNode, owner: cst.CSTNode, model: ModuleModel) -> set[int]:
     """1-based lines that start inside a multi-line string literal within ``node``."""
     out: set[int] = set()
     for n in _walk(node):
         if isinstance(n, (cst.SimpleString, cst.FormattedString)):
-            rng = model.positions.get(n)
+            rng = model.positions.range_within(n, owner)
             if rng is not None and rng.end.line > rng.start.line:
                 out.update(range(rng.start.line + 1, rng.end.line + 1))
     return out
@@ -253,7 +253,7 @@ def _wrap_run(
     nl = _newline(lines[first], default_nl)
     keep: set[int] = set()
     for _, stmt, owners in run:
-        keep |= _string_interior_lines(stmt, model)
+        keep |= _string_interior_lines(stmt, stmt, model)
         fixed.extend(owners)
     out = [f"{indent}with {guard.call}:{nl}"]
     for i in range(first, last + 1):
@@ -275,8 +275,10 @@ def _split_suite(
 ) -> tuple[int, int, list[str]] | None:
     """``if x: buf = alloc(...)`` becomes a block holding the guarded statement."""
     small = suite.body[0]
-    rng = model.positions[small]
     suite_rng = model.positions[suite]
+    rng = model.positions.range_within(small, suite)
+    if rng is None:
+        return None
     first = rng.start.line - 1
     last = suite_rng.end.line - 1
     line = lines[first]
@@ -288,7 +290,7 @@ def _split_suite(
     nl = _newline(lines[last], default_nl)
     body_lines = [line[rng.start.column :], *lines[first + 1 : last + 1]]
     out = [header + nl, f"{indent}{unit}with {guard.call}:{nl}"]
-    keep = _string_interior_lines(small, model)
+    keep = _string_interior_lines(small, suite, model)
     for offset, text in enumerate(body_lines):
         if offset and ((first + offset + 1) in keep or not text.strip()):
             out.append(text)

@@ -11,11 +11,12 @@ records instead of walking the tree again.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
+from libcst.metadata.position_provider import NEWLINE_RE, PositionProvidingCodegenState
 
 from imlint.names import (
     INFERENCE_MODE_NAMES,
@@ -145,8 +146,13 @@ class InplaceWrite:
     text: str
     frames: Frames
     order: int
-    line: int
+    node: cst.CSTNode  # the node whose line is reported
     function: FunctionModel
+    positions: Positions
+
+    @property
+    def line(self) -> int:
+        return self.positions[self.node].start.line
 
 
 @dataclass(eq=False)
@@ -169,7 +175,7 @@ class AllocationSite:
     stmt: cst.SimpleStatementLine | None  # the smallest enclosing statement line
     suite: cst.SimpleStatementSuite | None  # set when on a one-line compound statement
     order: int
-    range: CodeRange
+    positions: Positions
     # Resolved by build_model:
     store: Store | None = None
     mode: Mode = Mode.UNKNOWN
@@ -178,6 +184,10 @@ class AllocationSite:
     lazy_exit: EarlyExit | None = None
     lazy_test: str = ""  # the condition that makes it lazy, for explanations
     writes: list[InplaceWrite] = field(default_factory=list)
+
+    @property
+    def range(self) -> CodeRange:
+        return self.positions[self.call]
 
     @property
     def line(self) -> int:
@@ -223,6 +233,7 @@ class FunctionModel:
     drops: list[tuple[str, int]] = field(default_factory=list)
     allocations: list[AllocationSite] = field(default_factory=list)
     returns: list[cst.BaseExpression] = field(default_factory=list)
+    calls: set[str] = field(default_factory=set)  # names called: ``f(...)``, ``self.f(...)``
     _tokens: dict[str, frozenset[str]] = field(default_factory=dict)
     _mentions: dict[str, frozenset[str]] = field(default_factory=dict)
 
@@ -243,8 +254,8 @@ class ModuleModel:
     classes: list[ClassModel]
     allocations: list[AllocationSite]
     options: AnalysisOptions
-    #: Source range of every node (the fixer reads statement and string ranges).
-    positions: Mapping[cst.CSTNode, CodeRange]
+    #: Source ranges, computed on demand (the fixer reads statement and string ranges).
+    positions: Positions
     #: id(statement) -> (id(enclosing block), index in it), for grouping adjacent statements.
     blocks: dict[int, tuple[int, int]]
 
@@ -254,14 +265,79 @@ class ModuleModel:
         return [a for a in self.allocations if a.store is not None]
 
 
+# --------------------------------------------------------------------------- positions
+
+
+class Positions:
+    """Source ranges of nodes, computed lazily, one module-level statement at a time.
+
+    LibCST's ``PositionProvider`` generates code for the whole module and records a range
+    for every node, which costs more than parsing. Rules need ranges for a handful of
+    nodes, so this computes line offsets of module-level statements from plain code
+    generation and tracks positions only inside the statements that are asked about. The
+    ranges are the same as ``PositionProvider``'s.
+    """
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self.top_ids: dict[int, int] = {id(stmt): i for i, stmt in enumerate(module.body)}
+        self.tops: dict[int, int] = {}  # id(node) -> index of its module-level statement
+        self._computed: dict[cst.CSTNode, CodeRange] = {}
+        self._done: set[int] = set()
+        self._starts: list[int] = []  # first line of each module-level statement, so far
+
+    def _start_line(self, index: int) -> int:
+        module = self.module
+        if not self._starts:
+            header = "".join(module.code_for_node(h) for h in module.header)
+            self._starts.append(1 + len(NEWLINE_RE.findall(header)))
+        while len(self._starts) <= index:
+            i = len(self._starts) - 1
+            code = module.code_for_node(module.body[i])
+            self._starts.append(self._starts[i] + len(NEWLINE_RE.findall(code)))
+        return self._starts[index]
+
+    def _compute(self, index: int) -> None:
+        module = self.module
+        state = PositionProvidingCodegenState(
+            default_indent=module.default_indent,
+            default_newline=module.default_newline,
+            provider=self,  # type: ignore[arg-type]  # only ``_computed`` is used
+        )
+        state.line = self._start_line(index)
+        module.body[index]._codegen(state)
+        self._done.add(index)
+
+    def __getitem__(self, node: cst.CSTNode) -> CodeRange:
+        found = self._computed.get(node)
+        if found is not None:
+            return found
+        index = self.tops.get(id(node))
+        if index is None or index < 0 or index in self._done:
+            raise KeyError(node)
+        self._compute(index)
+        return self._computed[node]
+
+    def get(self, node: cst.CSTNode) -> CodeRange | None:
+        try:
+            return self[node]
+        except KeyError:
+            return None
+
+    def range_within(self, node: cst.CSTNode, owner: cst.CSTNode) -> CodeRange | None:
+        """The range of a node inside ``owner``, whose statement is located."""
+        self[owner]
+        return self._computed.get(node)
+
+
 # --------------------------------------------------------------------------- collection
 
 
 class _Collector(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (PositionProvider,)
-
-    def __init__(self, options: AnalysisOptions) -> None:
+    def __init__(self, options: AnalysisOptions, positions: Positions) -> None:
         super().__init__()
+        self.positions = positions
+        self._top = -1  # index of the module-level statement being visited
         self.options = options
         self.imports = ImportMap()
         self.functions: list[FunctionModel] = []
@@ -289,8 +365,15 @@ class _Collector(cst.CSTVisitor):
     def func(self) -> FunctionModel | None:
         return self._func[-1] if self._func else None
 
-    def _range(self, node: cst.CSTNode) -> CodeRange:
-        return self.get_metadata(PositionProvider, node)
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        top = self.positions.top_ids.get(id(node))
+        if top is not None:
+            self._top = top
+        return super().on_visit(node)
+
+    def _locate(self, node: cst.CSTNode) -> None:
+        """Remember which module-level statement holds ``node``, to find it later."""
+        self.positions.tops[id(node)] = self._top
 
     def call_mode(self, node: cst.BaseExpression) -> Mode | None:
         """The grad mode a ``with`` item or decorator sets, if it sets one."""
@@ -522,6 +605,7 @@ class _Collector(cst.CSTVisitor):
 
     def visit_Module(self, node: cst.Module) -> None:
         self._index_block(node, node.body)
+        self.positions.tops.update(self.positions.top_ids)
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self._index_block(node, node.body)
@@ -627,8 +711,11 @@ class _Collector(cst.CSTVisitor):
         f = self.func
         if f is None:
             return
-        line = self._range(at if at is not None else handle).start.line
-        f.writes.append(InplaceWrite(handle, text, self._snapshot(), self._next(), line, f))
+        node = at if at is not None else handle
+        self._locate(node)
+        f.writes.append(
+            InplaceWrite(handle, text, self._snapshot(), self._next(), node, f, self.positions)
+        )
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for t in node.targets:
@@ -694,6 +781,9 @@ class _Collector(cst.CSTVisitor):
         allocator = self._allocator(node)
         if allocator is not None:
             stmt = self._stmt[-1] if self._stmt else None
+            self._locate(node)
+            if stmt is not None:
+                self._locate(stmt)
             site = AllocationSite(
                 call=node,
                 allocator=allocator,
@@ -702,11 +792,15 @@ class _Collector(cst.CSTVisitor):
                 stmt=stmt if isinstance(stmt, cst.SimpleStatementLine) else None,
                 suite=stmt if isinstance(stmt, cst.SimpleStatementSuite) else None,
                 order=self._next(),
-                range=self._range(node),
+                positions=self.positions,
             )
             f.allocations.append(site)
             self.allocations.append(site)
         func = node.func
+        if isinstance(func, cst.Name):
+            f.calls.add(func.value)
+        elif isinstance(func, cst.Attribute):
+            f.calls.add(func.attr.value)
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value == "out":
                 outs = (
@@ -1156,10 +1250,11 @@ def _is_prefix(prefix: Frames, frames: Frames) -> bool:
     return len(prefix) <= len(frames) and all(a is b for a, b in zip(prefix, frames, strict=False))
 
 
-def build_model(wrapper: MetadataWrapper, options: AnalysisOptions) -> ModuleModel:
+def build_model(module: cst.Module, options: AnalysisOptions) -> ModuleModel:
     """Walk a module once and resolve the facts every rule reads."""
-    collector = _Collector(options)
-    wrapper.visit(collector)
+    positions = Positions(module)
+    collector = _Collector(options, positions)
+    module.visit(collector)
     allocations = collector.allocations
     index = _ModuleIndex(
         collector.imports,
@@ -1206,7 +1301,7 @@ def build_model(wrapper: MetadataWrapper, options: AnalysisOptions) -> ModuleMod
         collector.classes,
         allocations,
         options,
-        wrapper.resolve(PositionProvider),  # cached by the wrapper: resolved once
+        positions,
         collector.blocks,
     )
 
@@ -1332,10 +1427,12 @@ def _find_writes(
     others: list[FunctionModel]
     if kind == "self" and f.cls is not None:
         others = [g for g in functions if g.cls is f.cls]
+    elif kind == "global" or store.kind == "return":
+        others = functions  # module storage: any function of the module may write it
     else:
-        # Module storage, or storage handed in and out: any function of the module may
-        # write it, e.g. through a getter's return value (``st = get_ws(); st.zero_()``).
-        others = functions
+        # Storage handed in (a parameter, a registry): other functions reach it only
+        # through this function's return value (``st = get_ws(reg); st.zero_()``).
+        others = [g for g in functions if f.name in g.calls]
     for g in others:
         if g is f:
             continue
@@ -1349,5 +1446,4 @@ def _find_writes(
 def parse_and_build(source: str, options: AnalysisOptions) -> tuple[cst.Module, ModuleModel]:
     """Parse a module and build its model (raises ``libcst.ParserSyntaxError``)."""
     module = cst.parse_module(source)
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    return module, build_model(wrapper, options)
+    return module, build_model(module, options)

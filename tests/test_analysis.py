@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+import libcst as cst
 import pytest
 
 from imlint.config import Settings
@@ -367,3 +368,35 @@ def test_sibling_cache_filled_in_the_same_branch_is_lazy():
                 self._b = torch.empty(n)
     """
     assert check(code) == [(6, "IM002"), (7, "IM002")]
+
+
+def test_lazy_positions_equal_libcst_position_provider():
+    """The model's on-demand ranges are the ranges LibCST's PositionProvider gives."""
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from imlint.model import Positions
+
+    from .conftest import FIXTURES, fixture_text
+
+    checked = 0
+    for path in sorted(FIXTURES.rglob("*.py")):
+        module = cst.parse_module(fixture_text(path))
+        expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        positions = Positions(module)
+        positions.tops.update(positions.top_ids)
+        for i, stmt in enumerate(module.body):
+            for node in _walk(stmt):
+                positions.tops.setdefault(id(node), i)
+        for node, rng in expected.items():
+            if id(node) in positions.tops:
+                assert positions[node] == rng, (path, type(node).__name__)
+                checked += 1
+    assert checked > 1000
+
+
+def _walk(node):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(n.children)

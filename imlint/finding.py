@@ -1,0 +1,51 @@
+"""Findings: what a rule reports, as plain data (no parser needed to read or print them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from imlint.model import AllocationSite
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reported problem. ``site`` links back to the model for the fixer."""
+
+    path: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+    code: str
+    severity: str
+    message: str
+    fixable: bool = False
+    unfixable_reason: str | None = None
+    function: str = ""
+    statement: str = ""
+    site: AllocationSite | None = field(default=None, compare=False, repr=False, hash=False)
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.path, self.line, self.col, self.code)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "col": self.col,
+            "end_line": self.end_line,
+            "end_col": self.end_col,
+            "code": self.code,
+            "severity": self.severity,
+            "message": self.message,
+            "fixable": self.fixable,
+            "unfixable_reason": self.unfixable_reason,
+            "function": self.function,
+            "statement": self.statement,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> Finding:
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k != "site" and k in d})  # type: ignore[arg-type]
