@@ -99,6 +99,12 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--no-cache", is_flag=True, help=f"Neither read nor write {CACHE_DIR}/."),
         click.option(
+            "--timeout",
+            type=click.FloatRange(min=0),
+            default=None,
+            help="Seconds one file may take before it is reported and skipped (default 60; 0: none).",
+        ),
+        click.option(
             "--no-fast",
             is_flag=True,
             help="Parse every file, even those that cannot hold an allocation (the plain path).",
@@ -147,6 +153,7 @@ def run(
     jobs: int | None,
     no_cache: bool,
     no_fast: bool,
+    timeout: float | None,
 ) -> int:
     del diff  # folded into ``mode``
     try:
@@ -154,6 +161,8 @@ def run(
     except ConfigError as exc:
         click.echo(str(exc), err=True)
         return 2
+    if timeout is not None:
+        settings.timeout = timeout
     found = discover(paths or (".",), settings, force_exclude=force_exclude)
     outcomes = run_files(
         found.files,

@@ -59,6 +59,7 @@ KNOWN_KEYS: dict[str, str] = {
     "extra-guards": "list of context managers or decorators that act as inference_mode(False)",
     "extra-cache-decorators": "list of decorators that cache a function's return value",
     "per-file-ignores": "table of glob pattern -> list of rule codes",
+    "timeout": "seconds one file may take before it is reported and skipped (0: no limit)",
 }
 
 
@@ -75,6 +76,7 @@ class Settings:
     extend_exclude: tuple[str, ...] = ()
     per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
     options: AnalysisOptions = field(default_factory=AnalysisOptions)
+    timeout: float = 60.0  # per file, seconds; 0 disables
 
     # ---- rule selection
 
@@ -220,6 +222,13 @@ def load_settings(config_path: Path | None) -> Settings:
         settings.per_file_ignores = {
             str(k): _string_list(config_path, f"per-file-ignores.{k!r}", v) for k, v in pfi.items()
         }
+    if "timeout" in table:
+        value = table["timeout"]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise ConfigError(
+                f"{config_path}: error: [tool.imlint] timeout must be a non-negative number of seconds, got {value!r}"
+            )
+        settings.timeout = float(value)
     settings.options = AnalysisOptions(
         extra_allocators=frozenset(
             _string_list(config_path, "extra-allocators", table.get("extra-allocators", []))

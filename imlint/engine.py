@@ -36,6 +36,10 @@ class FixReport:
     remaining: list[Finding]  # findings in the fixed text
 
 
+class InvalidSource(Exception):
+    """Python itself rejects the source; the message is one line."""
+
+
 class FixError(Exception):
     """The fixer failed on a file; nothing is written."""
 
@@ -79,6 +83,12 @@ class Linter:
     # ---- one module
 
     def model(self, text: str) -> tuple[cst.Module, ModuleModel]:
+        """Parse and build the model. Python's own parser vets the text first: it is
+        fast, gives the clearest messages, and keeps input that CPython rejects (such as
+        thousands of nested brackets) away from LibCST's recursive parser."""
+        error = python_syntax_error(text)
+        if error is not None:
+            raise InvalidSource(error)
         return parse_and_build(text, self.settings.options)
 
     def findings(self, path: str, text: str, model: ModuleModel) -> list[Finding]:
@@ -139,9 +149,9 @@ class Linter:
             return FixReport(text, 0, before)
         try:
             after = self.check_text(path, outcome.text)
-        except cst.ParserSyntaxError as exc:  # a bug in the fixer: never write it
+        except (cst.ParserSyntaxError, InvalidSource) as exc:  # a bug in the fixer: never write it
             raise FixError(
-                f"the fix produced code that does not parse ({exc.message}); file left unchanged"
+                f"the fix produced code that does not parse ({str(exc).splitlines()[0]}); file left unchanged"
             ) from None
         return FixReport(outcome.text, len({id(s) for s in outcome.fixed}), after)
 
@@ -150,6 +160,8 @@ class Linter:
     def check_source(self, path: str, source: Source) -> FileResult:
         try:
             return FileResult(path, self.check_text(path, source.text))
+        except InvalidSource as exc:
+            return FileResult(path, error=str(exc))
         except cst.ParserSyntaxError as exc:
             return FileResult(path, error=syntax_error_message(exc, source.text))
         except RecursionError:
@@ -209,6 +221,8 @@ def process_file(
         return Outcome(path, _detached(result.findings), result.error)
     try:
         report = linter.fix_text(path, source.text)
+    except InvalidSource as exc:
+        return Outcome(path, error=str(exc))
     except cst.ParserSyntaxError as exc:
         return Outcome(path, error=syntax_error_message(exc, source.text))
     except RecursionError:

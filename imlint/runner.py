@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -171,15 +172,44 @@ def _work(paths: list[str]) -> list[Outcome]:
     return [_process(path) for path in paths]
 
 
+class FileTimeout(Exception):
+    """A file took longer than the per-file limit."""
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise FileTimeout
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Interrupt the work on one file after ``seconds`` (where SIGALRM exists)."""
+    if seconds <= 0 or not hasattr(signal, "setitimer"):
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _process(path: str) -> Outcome:
     from imlint.engine import process_file
 
+    limit = _WORKER["linter"].settings.timeout
     try:
-        return process_file(
-            _WORKER["linter"],
-            path,
-            _WORKER["mode"],
-            _WORKER["pattern"] if _WORKER["fast"] else None,
+        with _time_limit(limit):
+            return process_file(
+                _WORKER["linter"],
+                path,
+                _WORKER["mode"],
+                _WORKER["pattern"] if _WORKER["fast"] else None,
+            )
+    except FileTimeout:
+        return Outcome(
+            path, error=f"skipped: took longer than {limit:g} s (the per-file `timeout`)"
         )
     except Exception as exc:  # an imlint bug must not stop the other files
         if _WORKER["debug"]:
@@ -249,19 +279,31 @@ def _run(
         _init_worker(settings, mode, fast, debug)
         yield from (_process(p) for p in todo)
         return
-    chunk = max(1, min(16, len(todo) // (jobs * 4) or 1))
     done: set[str] = set()
-    try:
-        with cf.ProcessPoolExecutor(
-            max_workers=jobs, initializer=_init_worker, initargs=(settings, mode, fast, debug)
-        ) as pool:
-            for batch in pool.map(_work, _chunks(todo, chunk)):
-                for outcome in batch:
-                    done.add(outcome.path)
-                    yield outcome
-    except cf.process.BrokenProcessPool:
-        # A worker died (killed, out of memory): finish the rest here, one file at a time.
-        _init_worker(settings, mode, fast, debug)
-        for path in todo:
-            if path not in done:
-                yield _process(path)
+    remaining = todo
+    isolate = False  # after a worker died: one worker, one file at a time, to find the culprit
+    while remaining:
+        workers, chunk = (
+            (1, 1) if isolate else (jobs, max(1, min(16, len(remaining) // (jobs * 4))))
+        )
+        try:
+            with cf.ProcessPoolExecutor(
+                max_workers=workers,
+                initializer=_init_worker,
+                initargs=(settings, mode, fast, debug),
+            ) as pool:
+                for batch in pool.map(_work, _chunks(remaining, chunk)):
+                    for outcome in batch:
+                        done.add(outcome.path)
+                        yield outcome
+            remaining = []
+        except cf.process.BrokenProcessPool:
+            remaining = [p for p in remaining if p not in done]
+            if isolate and remaining:
+                # Files run in order on the single worker: the first unfinished one killed it.
+                culprit, remaining = remaining[0], remaining[1:]
+                done.add(culprit)
+                yield Outcome(
+                    culprit, error="the analysis crashed on this file (worker process died)"
+                )
+            isolate = not isolate

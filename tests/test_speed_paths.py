@@ -130,3 +130,35 @@ def test_output_order_is_deterministic_across_jobs(tmp_path):
         run_imlint("check", ".", "--no-cache", "-j", j, cwd=tmp_path).out for j in ("1", "2", "3")
     }
     assert len(outs) == 1
+
+
+def test_a_worker_dying_on_one_file_does_not_lose_the_others(tmp_path, monkeypatch):
+    import os
+
+    import imlint.engine
+    from imlint.config import Settings
+    from imlint.runner import run_files
+
+    code = "import torch\n_C = {}\ndef f(n):\n    if n not in _C:\n        _C[n] = torch.empty(n)\n"
+    files = []
+    for i in range(12):
+        p = tmp_path / f"m{i:02d}.py"
+        p.write_text(code)
+        files.append(str(p))
+    files.insert(5, str(tmp_path / "bad.py"))
+    (tmp_path / "bad.py").write_text(code)
+    real = imlint.engine.process_file
+
+    def dies_on_bad(linter, path, mode, pattern):
+        if path.endswith("bad.py"):
+            os._exit(3)  # the worker process dies, as on a segfault
+        return real(linter, path, mode, pattern)
+
+    monkeypatch.setattr(imlint.engine, "process_file", dies_on_bad)  # workers are forked
+    outcomes = run_files(
+        files, Settings(root=tmp_path), "check", jobs=2, fast=True, use_cache=False, debug=False
+    )
+    assert [o.path for o in outcomes] == files
+    by_path = {o.path: o for o in outcomes}
+    assert "crashed" in by_path[str(tmp_path / "bad.py")].error
+    assert all(len(by_path[f].findings) == 1 for f in files if not f.endswith("bad.py"))
