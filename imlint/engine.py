@@ -7,6 +7,7 @@ import dataclasses
 import difflib
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -180,6 +181,8 @@ def read_source(path: str) -> Source:
     try:
         if os.path.isdir(path):
             raise SourceError("is a directory, not a Python file")
+        if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+            raise SourceError("not a regular file (a FIFO, socket or device)")  # never block
         with open(path, "rb") as fh:
             raw = fh.read()
     except FileNotFoundError:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import faulthandler
 import hashlib
 import json
 import os
@@ -169,6 +170,7 @@ def _init_worker(settings: Settings, mode: str, fast: bool, debug: bool) -> None
 
 
 def _work(paths: list[str]) -> list[Outcome]:
+    _WORKER["hard"] = True  # in a worker process: a hard time limit may end it
     return [_process(path) for path in paths]
 
 
@@ -199,6 +201,11 @@ def _process(path: str) -> Outcome:
     from imlint.engine import process_file
 
     limit = _WORKER["linter"].settings.timeout
+    hard = _WORKER.get("hard", False) and limit > 0
+    if hard:
+        # Native code (the parser) cannot be interrupted by a signal handler; a C-level
+        # watchdog ends the worker instead, and the parent reports this file.
+        faulthandler.dump_traceback_later(limit + 5, exit=True, file=_devnull())
     try:
         with _time_limit(limit):
             return process_file(
@@ -219,6 +226,18 @@ def _process(path: str) -> Outcome:
         return Outcome(
             path, error=f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)"
         )
+    finally:
+        if hard:
+            faulthandler.cancel_dump_traceback_later()
+
+
+_DEVNULL: list[Any] = []
+
+
+def _devnull() -> Any:
+    if not _DEVNULL:
+        _DEVNULL.append(open(os.devnull, "w"))  # noqa: SIM115  # kept open for the watchdog
+    return _DEVNULL[0]
 
 
 def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
@@ -304,6 +323,7 @@ def _run(
                 culprit, remaining = remaining[0], remaining[1:]
                 done.add(culprit)
                 yield Outcome(
-                    culprit, error="the analysis crashed on this file (worker process died)"
+                    culprit,
+                    error="the worker ended on this file (a crash, or the time limit hit in native code)",
                 )
             isolate = not isolate

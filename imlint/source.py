@@ -27,6 +27,12 @@ class Source:
 
 
 def decode(raw: bytes) -> Source:
+    if raw.startswith(
+        (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)
+    ):
+        raise SourceError(
+            "UTF-16/32 encoded (byte-order mark); Python source must be UTF-8 or declare an ASCII-compatible encoding"
+        )
     if b"\x00" in raw:
         raise SourceError("file contains NUL bytes; not Python source")
     try:

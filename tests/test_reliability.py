@@ -1,0 +1,233 @@
+"""Adversarial input, fix safety and the promise never to run checked code."""
+
+from __future__ import annotations
+
+import codecs
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from imlint.writer import WriteError, write_atomic
+
+from .conftest import run_imlint
+
+LAZY = "import torch\n\n_C = {}\n\n\ndef get(n):\n    if n not in _C:\n        _C[n] = torch.empty(n)\n    return _C[n]\n"
+FIXED = LAZY.replace(
+    "        _C[n] = torch.empty(n)\n",
+    "        with torch.inference_mode(False):\n            _C[n] = torch.empty(n)\n",
+)
+
+# name -> (bytes, substring of the one-line error, or None when the file is fine)
+HOSTILE: dict[str, tuple[bytes, str | None]] = {
+    "py312_syntax.py": (b"type Alias = list[int]\n", "syntax error"),
+    "py312_generics.py": (b"def first[T](xs: list[T]) -> T:\n    return xs[0]\n", "syntax error"),
+    "python2.py": (b"print 'hello'\nexec 'x = 1'\n", "syntax error"),
+    "latin1_no_cookie.py": (b"name = 'caf\xe9'\n", "cannot decode as utf-8"),
+    "utf16_bom.py": (codecs.BOM_UTF16_LE + "x = 1\n".encode("utf-16-le"), "UTF-16/32"),
+    "wrong_cookie.py": (
+        b"# -*- coding: ascii -*-\nname = 'caf\xc3\xa9'\n",
+        "cannot decode as ascii",
+    ),
+    "bogus_cookie.py": (b"# coding: klingon\nx = 1\n", "encoding"),
+    "nul.py": (b"x = 1\x00\n", "NUL bytes"),
+    "deep_blocks.py": (
+        (
+            "def f():\n"
+            + "".join("    " * (i + 1) + "if x:\n" for i in range(500))
+            + "    " * 501
+            + "pass\n"
+        ).encode(),
+        "too many levels of indentation",
+    ),
+    "deep_expr.py": (
+        b"import torch\nx = " + b"(" * 500 + b"torch.empty(1)" + b")" * 500 + b"\n",
+        "nested parentheses",
+    ),
+    "deep_list.py": (b"x = " + b"[" * 5000 + b"1" + b"]" * 5000 + b"\n", "syntax error"),
+    "tabs_spaces.py": (b"def f():\n\tif x:\n        pass\n", "syntax error"),
+    "crlf.py": (LAZY.replace("\n", "\r\n").encode(), None),
+    "mixed_eol.py": (LAZY.replace("\n", "\r\n", 3).encode(), None),
+    "form_feed.py": (b"\x0cimport torch\n\x0c\ndef f():\n    pass\n", None),
+    "empty.py": (b"", None),
+    "long_function.py": (
+        (
+            "import torch\n_C = {}\ndef f(n):\n"
+            + "    x = n + 1\n" * 10000
+            + "    if n not in _C:\n        _C[n] = torch.empty(n)\n"
+        ).encode(),
+        None,
+    ),
+}
+
+
+def test_hostile_files_one_line_each_exit_2_others_checked(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, (data, _) in HOSTILE.items():
+        (src / name).write_bytes(data)
+    (src / "good.py").write_text(LAZY)
+    (src / "pkg.py").mkdir()
+    os.symlink(src / "nowhere.py", src / "dangling.py")
+    os.symlink(src / "loop.py", src / "loop.py")
+    os.mkfifo(src / "fifo.py")
+    r = run_imlint("check", "src", "src/good.py", "--no-cache", cwd=tmp_path)
+    assert r.code == 2
+    assert "Traceback" not in r.err
+    errors = {Path(line.split(": error: ")[0]).name: line for line in r.err.strip().splitlines()}
+    for name, (_, needle) in HOSTILE.items():
+        if needle is None:
+            assert name not in errors, errors.get(name)
+        else:
+            assert needle in errors[name], (name, errors.get(name))
+    assert "dangling symbolic link" in errors["dangling.py"]
+    assert "symbolic link loop" in errors["loop.py"]
+    assert "not a regular file" in errors["fifo.py"]
+    assert "pkg.py" not in errors  # a directory named .py is walked, not read
+    # every good file was still checked, once, with the path as given
+    assert r.out.count("good.py:8:") == 1
+    for name in ("crlf.py", "mixed_eol.py", "long_function.py"):
+        assert f"src/{name}:" in r.out.replace(os.sep, "/"), name
+
+
+def test_a_20_mb_generated_file(tmp_path):
+    body = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(400_000))
+    (tmp_path / "big.py").write_text(body)
+    assert (tmp_path / "big.py").stat().st_size > 10_000_000
+    (tmp_path / "good.py").write_text(LAZY)
+    start = time.perf_counter()
+    r = run_imlint("check", ".", "--no-cache", cwd=tmp_path)
+    assert r.code == 1 and "good.py:8:" in r.out
+    assert time.perf_counter() - start < 60  # no allocator: Python's parser only
+
+
+def test_per_file_time_limit_reports_and_skips(tmp_path):
+    # Thousands of lazy sites: far more than 0.2 s of analysis.
+    body = "import torch\n_C = {}\n" + "".join(
+        f"def f{i}(n):\n    if n not in _C:\n        _C[n] = torch.empty(n)\n" for i in range(6000)
+    )
+    (tmp_path / "slow.py").write_text(body)
+    (tmp_path / "good.py").write_text(LAZY)
+    for jobs in ("1", "2"):
+        r = run_imlint("check", ".", "--no-cache", "--timeout", "0.2", "-j", jobs, cwd=tmp_path)
+        assert r.code == 2, r.err
+        (line,) = [x for x in r.err.splitlines() if x.startswith("slow.py")]
+        assert "took longer than 0.2 s" in line or "time limit" in line
+        assert "good.py:8:" in r.out
+
+
+def test_no_traceback_unless_debug(tmp_path):
+    (tmp_path / "a.py").write_text(LAZY)
+    code = (
+        "import sys, imlint.engine as e\n"
+        "def boom(*a, **k): raise ValueError('planted')\n"
+        "e.Linter.check_text = boom\n"
+        "from imlint.cli import main\n"
+        "sys.argv = ['imlint', 'check', 'a.py', '--no-cache', '-j', '1'] + sys.argv[1:]\n"
+        "main()\n"
+    )
+    quiet = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert quiet.returncode == 2
+    assert "a.py: error: internal error: ValueError: planted" in quiet.stderr
+    assert "Traceback" not in quiet.stderr
+    loud = subprocess.run(
+        [sys.executable, "-c", code, "--debug"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert "Traceback" in loud.stderr
+
+
+def test_writer_refuses_a_file_changed_since_it_was_read(tmp_path):
+    p = tmp_path / "a.py"
+    p.write_text(LAZY)
+    original = p.read_bytes()
+    p.write_text(LAZY + "# edited meanwhile\n")
+    with pytest.raises(WriteError, match="changed on disk"):
+        write_atomic(str(p), FIXED.encode(), expected=original)
+    assert p.read_text().endswith("# edited meanwhile\n")
+    assert [x.name for x in tmp_path.iterdir()] == ["a.py"]
+
+
+def test_fix_survives_sigkill_at_random_points(tmp_path):
+    """Every file is either its original bytes or its fully fixed bytes, never torn."""
+    rng = random.Random(7)
+    tree = tmp_path / "tree"
+    for trial in range(4):
+        if tree.exists():
+            for p in tree.iterdir():
+                p.unlink()
+        else:
+            tree.mkdir()
+        for i in range(200):
+            (tree / f"m{i:03d}.py").write_text(LAZY.replace("_C", f"_C{i}"))
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "imlint",
+                "fix",
+                "tree",
+                "--no-cache",
+                "-j",
+                "1" if trial % 2 else "2",
+            ],
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        time.sleep(rng.uniform(0.4, 2.5))
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        states = set()
+        for i in range(200):
+            data = (tree / f"m{i:03d}.py").read_text()
+            before, after = LAZY.replace("_C", f"_C{i}"), FIXED.replace("_C", f"_C{i}")
+            assert data in (before, after), f"torn file m{i:03d}.py"
+            states.add(data == after)
+        leftovers = [p.name for p in tree.iterdir() if not p.name.endswith(".py")]
+        # a temporary file may survive the kill, but never in place of a source file
+        assert all(name.endswith(".imlint-tmp") for name in leftovers)
+    r = run_imlint("fix", "tree", "--no-cache", cwd=tmp_path)
+    assert r.code == 0
+    assert all(
+        (tree / f"m{i:03d}.py").read_text() == FIXED.replace("_C", f"_C{i}") for i in range(200)
+    )
+
+
+def test_symlink_pointing_outside_is_reported_not_written(tmp_path):
+    outside = tmp_path / "outside.py"
+    outside.write_text(LAZY)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    os.symlink(outside, proj / "link.py")
+    r = run_imlint("fix", ".", "--no-cache", cwd=proj)
+    assert r.code == 2 and "link.py: error: is a symbolic link" in r.err
+    assert outside.read_text() == LAZY
+    # paths are printed as given, never resolved to the target
+    assert str(outside) not in r.out + r.err
+
+
+def test_no_code_runs_in_any_mode(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    payload = (
+        "import pathlib\npathlib.Path(__file__).with_name('MARKER').write_text('ran')\n" + LAZY
+    )
+    for name in ("__init__.py", "conftest.py", "setup.py", "mod.py"):
+        (pkg / name).write_text(payload)
+    (tmp_path / "pyproject.toml").write_text('[tool.imlint]\nextra-allocators = ["pkg.mod.get"]\n')
+    for args in (
+        ("check", "pkg"),
+        ("check", "pkg", "-j", "1", "--no-fast"),
+        ("fix", "--diff", "pkg"),
+        ("fix", "pkg"),
+    ):
+        run_imlint(*args, "--no-cache", cwd=tmp_path)
+        assert not (pkg / "MARKER").exists(), args
