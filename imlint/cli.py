@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -10,11 +11,24 @@ from typing import Any
 import click
 
 from imlint import __version__
+from imlint.baseline import BaselineError, LineCache, load_baseline
+from imlint.baseline import write_baseline as write_baseline_file
 from imlint.config import ConfigError, Settings, find_config, load_settings
 from imlint.discovery import discover
 from imlint.finding import Finding
-from imlint.report import plural, summary, write_json, write_text
-from imlint.runner import CACHE_DIR, default_jobs, run_files
+from imlint.report import (
+    plural,
+    summary,
+    want_color,
+    write_concise,
+    write_github,
+    write_json,
+    write_sarif,
+    write_source,
+    write_statistics,
+    write_text,
+)
+from imlint.runner import CACHE_DIR, Outcome, default_jobs, run_files
 
 
 def _codes(value: str | None) -> tuple[str, ...] | None:
@@ -81,11 +95,33 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option(
             "--output-format",
-            type=click.Choice(["text", "json"]),
+            type=click.Choice(["text", "concise", "json", "sarif", "github"]),
             default="text",
             show_default=True,
             help="How findings are printed.",
         ),
+        click.option(
+            "--statistics", is_flag=True, help="Print counts per rule instead of findings."
+        ),
+        click.option(
+            "--show-source/--no-show-source",
+            default=None,
+            help="Show the offending lines with a caret (default: on in text output to a terminal).",
+        ),
+        click.option(
+            "--baseline", metavar="FILE", help="Report only findings not recorded in FILE."
+        ),
+        click.option(
+            "--stdin-filename",
+            metavar="NAME",
+            help="Read the source from stdin and report it as NAME (for editors).",
+        ),
+        click.option(
+            "--exit-zero",
+            is_flag=True,
+            help="Exit 0 even when findings remain (errors still exit 2).",
+        ),
+        click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary."),
         click.option(
             "--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing."
         ),
@@ -120,13 +156,18 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.option(
     "--fix", "apply_fix", is_flag=True, help="Apply fixes in place (same as `imlint fix`)."
 )
-def check(apply_fix: bool, **kwargs: Any) -> None:
+@click.option(
+    "--write-baseline",
+    metavar="FILE",
+    help="Record the current findings in FILE (for --baseline) and exit 0.",
+)
+def check(apply_fix: bool, write_baseline: str | None, **kwargs: Any) -> None:
     """Check PATHS (default: the current directory) and report findings.
 
     Exit status: 0 clean, 1 findings, 2 usage or input errors.
     """
     mode = "diff" if kwargs["diff"] else "fix" if apply_fix else "check"
-    sys.exit(run(mode=mode, **kwargs))
+    sys.exit(run(mode=mode, write_baseline=write_baseline, **kwargs))
 
 
 @cli.command()
@@ -136,7 +177,30 @@ def fix(**kwargs: Any) -> None:
 
     Exit status: 0 when no finding remains, 1 when unfixable findings remain, 2 on errors.
     """
-    sys.exit(run(mode="diff" if kwargs["diff"] else "fix", **kwargs))
+    sys.exit(run(mode="diff" if kwargs["diff"] else "fix", write_baseline=None, **kwargs))
+
+
+@cli.command("rules")
+def rules_command() -> None:
+    """List every rule: code, name, severity, default on/off, fixable."""
+    from imlint.docs import rules_table
+    from imlint.rules import ALL_RULES
+
+    click.echo(rules_table(ALL_RULES), nl=False)
+
+
+@cli.command("rule")
+@click.argument("code")
+def rule_command(code: str) -> None:
+    """Print the documentation of rule CODE (e.g. IM001)."""
+    from imlint.docs import rule_markdown
+    from imlint.rules import RULES_BY_CODE
+
+    rule = RULES_BY_CODE.get(code.upper())
+    if rule is None:
+        click.echo(f"error: unknown rule {code!r} (known: {', '.join(RULES_BY_CODE)})", err=True)
+        sys.exit(2)
+    click.echo(rule_markdown(rule), nl=False)
 
 
 def run(
@@ -154,43 +218,169 @@ def run(
     no_cache: bool,
     no_fast: bool,
     timeout: float | None,
+    statistics: bool,
+    show_source: bool | None,
+    baseline: str | None,
+    write_baseline: str | None,
+    stdin_filename: str | None,
+    exit_zero: bool,
+    quiet: bool,
 ) -> int:
     del diff  # folded into ``mode``
     try:
-        settings = resolve_settings(paths, config, select, extend_select, ignore)
+        settings = resolve_settings(
+            paths or ((stdin_filename,) if stdin_filename else ()),
+            config,
+            select,
+            extend_select,
+            ignore,
+        )
     except ConfigError as exc:
         click.echo(str(exc), err=True)
         return 2
     if timeout is not None:
         settings.timeout = timeout
-    found = discover(paths or (".",), settings, force_exclude=force_exclude)
-    outcomes = run_files(
-        found.files,
-        settings,
-        mode,
-        jobs=jobs if jobs is not None else default_jobs(),
-        fast=not no_fast,
-        use_cache=not no_cache,
-        debug=debug,
-    )
-    errors = list(found.errors) + [(o.path, o.error) for o in outcomes if o.error is not None]
+    lines_of = LineCache()
+    if stdin_filename is not None:
+        outcomes, n_files, errors = _run_stdin(stdin_filename, settings, mode, lines_of)
+    else:
+        found = discover(paths or (".",), settings, force_exclude=force_exclude)
+        outcomes = run_files(
+            found.files,
+            settings,
+            mode,
+            jobs=jobs if jobs is not None else default_jobs(),
+            fast=not no_fast,
+            use_cache=not no_cache,
+            debug=debug,
+        )
+        n_files = len(found.files)
+        errors = list(found.errors)
+    errors += [(o.path, o.error) for o in outcomes if o.error is not None]
     findings = sorted((f for o in outcomes for f in o.findings), key=Finding.sort_key)
+    try:
+        if write_baseline is not None:
+            written = write_baseline_file(write_baseline, findings, lines_of)
+            for path, message in errors:
+                print_error(path, message)
+            click.echo(
+                f"Wrote {plural(len(written.entries), 'finding')} to baseline {write_baseline}."
+            )
+            return 2 if errors else 0
+        if baseline is not None:
+            findings = load_baseline(baseline).filter(findings, lines_of)
+    except BaselineError as exc:
+        click.echo(str(exc), err=True)
+        return 2
     for path, message in errors:
         print_error(path, message)
     if mode == "diff":
         for o in outcomes:
             sys.stdout.write(o.diff)
-    if output_format == "json":
-        write_json(sys.stdout, findings, errors)
-    else:
-        if mode != "diff":
-            write_text(sys.stdout, findings, reasons=mode == "fix")
+    _output(output_format, findings, errors, mode, statistics, show_source, lines_of, settings)
+    if not quiet and output_format == "text":
         fixed = sum(o.fixed for o in outcomes)
         fixed_files = sum(1 for o in outcomes if o.fixed)
-        _summarise(mode, findings, errors, len(found.files), fixed, fixed_files)
+        _summarise(mode, findings, errors, n_files, fixed, fixed_files)
     if errors:
         return 2
-    return 1 if findings else 0
+    return 1 if findings and not exit_zero else 0
+
+
+def _output(
+    output_format: str,
+    findings: list[Finding],
+    errors: list[tuple[str, str]],
+    mode: str,
+    statistics: bool,
+    show_source: bool | None,
+    lines_of: LineCache,
+    settings: Settings,
+) -> None:
+    out = sys.stdout
+    if statistics:
+        write_statistics(out, findings)
+    elif output_format == "json":
+        write_json(out, findings, errors)
+    elif output_format == "concise":
+        write_concise(out, findings)
+    elif output_format == "github":
+        write_github(out, findings)
+    elif output_format == "sarif":
+        from imlint.engine import Linter, read_source
+        from imlint.rules import ALL_RULES
+        from imlint.source import SourceError
+
+        originals: dict[str, str] = {}
+        fixed: dict[str, str] = {}
+        linter = Linter(settings)
+        for path in sorted({f.path for f in findings if f.fixable}):
+            try:
+                text = read_source(path).text
+                originals[path], fixed[path] = text, linter.fix_text(path, text).text
+            except (SourceError, Exception):  # the fix is optional in SARIF: leave it out
+                continue
+        write_sarif(
+            out,
+            findings,
+            ALL_RULES,
+            lines_of=lines_of,
+            original_text_by_path=originals,
+            fixed_text_by_path=fixed,
+            errors=errors,
+        )
+    elif mode != "diff":
+        if show_source is None:
+            show_source = out.isatty()
+        if show_source:
+            write_source(out, findings, lines_of, color=want_color(out))
+        else:
+            write_text(out, findings, reasons=mode == "fix")
+
+
+def _run_stdin(
+    name: str, settings: Settings, mode: str, lines_of: LineCache
+) -> tuple[list[Outcome], int, list[tuple[str, str]]]:
+    """Check (or fix, printing the fixed source) what stdin holds, reported as ``name``."""
+    from imlint.engine import Linter
+    from imlint.source import SourceError, decode
+
+    raw = sys.stdin.buffer.read()
+    try:
+        source = decode(raw)
+    except SourceError as exc:
+        return [], 1, [(name, str(exc))]
+    lines_of.add(name, source.text)
+    linter = Linter(settings)
+    if mode == "check":
+        result = linter.check_source(name, source)
+        return [Outcome(name, result.findings, result.error)], 1, []
+    from imlint.engine import InvalidSource
+
+    try:
+        report = linter.fix_text(name, source.text)
+    except Exception as exc:  # a syntax error or worse: echo the input unchanged
+        sys.stdout.buffer.write(raw) if mode == "fix" else None
+        message = (
+            str(exc).splitlines()[0] if isinstance(exc, InvalidSource) else f"cannot fix: {exc}"
+        )
+        return [], 1, [(name, message)]
+    if mode == "fix":
+        sys.stdout.buffer.write(source.encode(report.text))
+        return [Outcome(name, report.remaining, fixed=report.fixed)], 1, []
+    diff = "".join(
+        difflib.unified_diff(
+            source.text.splitlines(keepends=True),
+            report.text.splitlines(keepends=True),
+            fromfile=name,
+            tofile=name,
+        )
+    )
+    return (
+        [Outcome(name, linter.check_text(name, source.text), fixed=report.fixed, diff=diff)],
+        1,
+        [],
+    )
 
 
 def _summarise(
