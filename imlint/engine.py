@@ -145,6 +145,14 @@ class Linter:
         module, model = self.model(text)
         before = self.findings(path, text, model)
         sites = [f.site for f in before if f.fixable and f.site is not None]
+        if sites and module.code != text:
+            # Positions come from LibCST's code generation; where it does not reproduce
+            # the file exactly (a backslash continuation before a statement, say), an
+            # edit could land on the wrong line: refuse rather than guess.
+            raise FixError(
+                "LibCST does not reproduce this file exactly (e.g. a backslash continuation "
+                "before a statement), so its positions cannot be trusted; not fixed"
+            )
         outcome = apply_fixes(text, module, model, sites)
         if outcome.text == text:
             return FixReport(text, 0, before)

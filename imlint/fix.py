@@ -165,9 +165,18 @@ def _newline(line: str, default: str) -> str:
 
 
 def _unit(indent: str, module: cst.Module) -> str:
-    if indent.startswith("\t") or (not indent and module.default_indent == "\t"):
+    """One more level of indentation, in the style the block already uses."""
+    if indent.endswith("\t") or (not indent and module.default_indent == "\t"):
         return "\t"
     return module.default_indent if module.default_indent.strip(" ") == "" else "    "
+
+
+def _deeper(line: str, indent: str, unit: str) -> str:
+    """``line`` one level deeper: the unit goes after the statement's own indentation,
+    so mixed tab/space prefixes stay consistent; other continuation lines get it first."""
+    if line.startswith(indent):
+        return indent + unit + line[len(indent) :]
+    return unit + line
 
 
 def _string_interior_lines(node: cst.CSTNode, owner: cst.CSTNode, model: ModuleModel) -> set[int]:
@@ -261,7 +270,7 @@ def _wrap_run(
         if (i + 1) in keep or not line.strip():
             out.append(line)
         else:
-            out.append(unit + line)
+            out.append(_deeper(line, indent, unit))
     return first, last, out
 
 
@@ -295,5 +304,7 @@ def _split_suite(
         if offset and ((first + offset + 1) in keep or not text.strip()):
             out.append(text)
         else:
-            out.append(indent + unit + unit + text if offset == 0 else unit + unit + text)
+            out.append(
+                indent + unit + unit + text if offset == 0 else _deeper(text, indent, unit + unit)
+            )
     return first, last, out

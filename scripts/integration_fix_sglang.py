@@ -73,21 +73,21 @@ def check_flash_mla() -> list[str]:
     return failures
 
 
-def check_tree(version: str) -> list[str]:
+def check_tree(package: str, version: str, review: int = 0) -> list[str]:
     failures = []
-    src = wheel_sources("sglang", version)
+    src = wheel_sources(package, version)
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp) / "sglang"
-        shutil.copytree(src / "sglang", work)
+        work = Path(tmp) / package
+        shutil.copytree(src / package, work)
         before = {p: p.read_bytes() for p in work.rglob("*.py")}
         start = time.perf_counter()
-        first = imlint("fix", "sglang", cwd=Path(tmp))
+        first = imlint("fix", package, cwd=Path(tmp))
         elapsed = time.perf_counter() - start
         print(first.stdout.strip().splitlines()[-1] if first.stdout.strip() else first.stderr)
         changed = [p for p, data in before.items() if p.read_bytes() != data]
         sites = re.search(r"Fixed (\d+) finding", first.stdout)
         print(
-            f"fix on sglang {version}: {len(before)} files, {len(changed)} changed, "
+            f"fix on {package} {version}: {len(before)} files, {len(changed)} changed, "
             f"{sites.group(1) if sites else '?'} sites fixed, {elapsed:.1f} s wall"
         )
         bad = []
@@ -99,8 +99,10 @@ def check_tree(version: str) -> list[str]:
         if bad:
             failures.append(f"{len(bad)} changed files do not compile: {bad[:3]}")
         print(("ok   " if not bad else "FAIL ") + f"all {len(changed)} changed files compile")
+        if review:
+            print_review(before, changed, review)
         snapshot = {p: p.read_bytes() for p in changed}
-        imlint("fix", "sglang", cwd=Path(tmp))
+        imlint("fix", package, cwd=Path(tmp))
         again = [p for p, data in snapshot.items() if p.read_bytes() != data]
         untouched = [
             p for p, data in before.items() if p not in snapshot and p.read_bytes() != data
@@ -109,7 +111,7 @@ def check_tree(version: str) -> list[str]:
         print(("ok   " if ok else "FAIL ") + "a second fix changes nothing")
         if not ok:
             failures.append("second fix changed files")
-        check = imlint("check", "sglang", "--output-format", "json", cwd=Path(tmp))
+        check = imlint("check", package, "--output-format", "json", cwd=Path(tmp))
         remaining = json.loads(check.stdout or "[]")
         fixable = [f for f in remaining if f["fixable"]]
         print(
@@ -126,16 +128,46 @@ def check_tree(version: str) -> list[str]:
     return failures
 
 
+def print_review(before: dict[Path, bytes], changed: list[Path], n: int) -> None:
+    """Unified diffs of ``n`` randomly chosen fixed sites (hunks), for a by-hand review."""
+    import difflib
+    import random
+
+    hunks: list[str] = []
+    for p in changed:
+        diff = list(
+            difflib.unified_diff(
+                before[p].decode("utf-8", "replace").splitlines(keepends=True),
+                p.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True),
+                fromfile=str(p.relative_to(p.parents[len(p.parents) - 4])),
+                tofile="fixed",
+                n=3,
+            )
+        )
+        header, current = diff[:2], []
+        for line in diff[2:]:
+            if line.startswith("@@") and current:
+                hunks.append("".join(header + current))
+                current = []
+            current.append(line)
+        if current:
+            hunks.append("".join(header + current))
+    for hunk in random.Random(2026).sample(hunks, min(n, len(hunks))):
+        print(hunk)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--tree", action="store_true", help="also fix a copy of the whole tree")
     ap.add_argument("--version", default="0.5.23")
+    ap.add_argument("--package", default="sglang", help="the wheel to fix with --tree")
+    ap.add_argument("--review", type=int, default=0, help="print N random fixed sites' diffs")
     args = ap.parse_args()
     failures = check_flash_mla()
     if args.tree:
-        failures += check_tree(args.version)
+        failures += check_tree(args.package, args.version, args.review)
     for f in failures:
         print("FAIL", f)
     return 1 if failures else 0

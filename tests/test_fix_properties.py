@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import libcst as cst
@@ -94,7 +95,11 @@ def is_input_plus_guards(before: str, after: str, unit: str) -> bool:
     return j == len(src)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=int(os.environ.get("IMLINT_FUZZ_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(modules())
 def test_fix_invariants(module_and_unit):
     source, unit = module_and_unit
