@@ -203,6 +203,30 @@ def rule_command(code: str) -> None:
     click.echo(rule_markdown(rule), nl=False)
 
 
+@cli.command(
+    "probe", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option("--package", metavar="NAME", help="Probe modules of this package.")
+@click.option("--path", "folder", metavar="DIR", help="Probe modules whose files are under DIR.")
+@click.option("--all-sites", is_flag=True, help="Also probe lazy allocations that are guarded.")
+@click.option("--out", default="imlint-probe.json", show_default=True, help="Where the JSON goes.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+def probe_command(
+    package: str | None, folder: str | None, all_sites: bool, out: str, command: tuple[str, ...]
+) -> None:
+    """Run COMMAND (after `--`) and record which mode each lazy allocation ran under.
+
+    Example: imlint probe --package mypkg -- python -m mypkg.serve --warmup
+    Needs torch in the program's environment. Exits with COMMAND's status.
+    """
+    if not package and not folder:
+        click.echo("imlint probe: error: give --package NAME or --path DIR", err=True)
+        sys.exit(2)
+    from imlint.probe import run_probe
+
+    sys.exit(run_probe(command, package, folder, all_sites, out))
+
+
 def run(
     mode: str,
     paths: tuple[str, ...],

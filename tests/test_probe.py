@@ -1,0 +1,210 @@
+"""`imlint probe`: the seed's runtime table, recorded automatically (CPU; GPU rows marked)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+BUFFERS = """\
+import torch
+
+_CACHE = {}
+
+
+def get(n):
+    buf = _CACHE.get(n)
+    if buf is None:
+        buf = torch.empty(n)
+        _CACHE[n] = buf
+    return buf
+
+
+def step(n):
+    b = get(n)
+    b.zero_()
+    return b
+"""
+GUARDED = BUFFERS.replace(
+    "        buf = torch.empty(n)\n",
+    "        with torch.inference_mode(False):\n            buf = torch.empty(n)\n",
+)
+MAIN = """\
+import torch
+
+from {pkg}.buffers import step
+
+with torch.inference_mode():
+    step(4)  # warm-up under inference mode: the first allocation
+print("warm-up done")
+step(4)  # outside inference mode
+print("served")
+"""
+
+
+def make_package(root: Path, name: str, buffers: str) -> None:
+    pkg = root / name
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "buffers.py").write_text(buffers)
+    (pkg / "main.py").write_text(MAIN.format(pkg=name))
+
+
+def probe(root: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], list[dict]]:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "imlint",
+            "probe",
+            *args,
+            "--out",
+            "probe.json",
+            "--",
+            sys.executable,
+            "-m",
+            "app.main",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return proc, json.loads((root / "probe.json").read_text())["sites"]
+
+
+def test_unguarded_buffer_first_touched_under_inference_mode(tmp_path):
+    make_package(tmp_path, "app", BUFFERS)
+    before = (tmp_path / "app" / "buffers.py").read_bytes()
+    proc, rows = probe(tmp_path, "--package", "app")
+    # the program's own exit status and output are preserved
+    assert proc.returncode == 1
+    assert proc.stdout == "warm-up done\n"
+    # tracebacks point at the real lines
+    assert 'buffers.py", line 16, in step' in proc.stderr
+    (row,) = rows
+    assert row["site"] == "app/buffers.py:9" and row["code"] == "IM001"
+    assert row["under_inference_mode"] == 1 and row["outside_inference_mode"] == 0
+    assert row["inference_tensors"] == 1 and row["first_mode"] == "inference_mode"
+    assert row["first_write"] == "zero_()"
+    assert (
+        row["outcome"]
+        == "RuntimeError: Inplace update to inference tensor outside InferenceMode is not allowed"
+    )
+    assert "| app/buffers.py:9 | IM001 | inference_mode |" in proc.stderr
+    assert (tmp_path / "app" / "buffers.py").read_bytes() == before  # no file changed
+
+
+def test_guarded_buffer_is_normal_and_the_program_succeeds(tmp_path):
+    make_package(tmp_path, "app", GUARDED)
+    proc, rows = probe(tmp_path, "--package", "app", "--all-sites")
+    assert proc.returncode == 0 and proc.stdout == "warm-up done\nserved\n"
+    (row,) = rows
+    assert row["code"] == "guarded" and row["first_mode"] == "normal"
+    assert row["inference_tensors"] == 0 and row["outcome"] == ""
+    # without --all-sites a guarded site is not probed at all
+    _, rows = probe(tmp_path, "--package", "app")
+    assert rows == []
+
+
+def test_modules_outside_the_package_are_untouched(tmp_path):
+    make_package(tmp_path, "app", BUFFERS)
+    proc, rows = probe(tmp_path, "--package", "elsewhere")
+    assert proc.returncode == 1 and rows == []
+
+
+def test_python_api(tmp_path, monkeypatch):
+    from imlint.probe import probing
+
+    make_package(tmp_path, "apimod", BUFFERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    with probing(package="apimod") as recorder:
+        import apimod.buffers as buffers
+
+        with torch.inference_mode():
+            buffers.step(3)
+        with pytest.raises(RuntimeError, match="Inplace update to inference tensor"):
+            buffers.step(3)
+    row = recorder.sites["apimod/buffers.py:9"]
+    assert row.under_inference_mode == 1 and row.inference_tensors == 1
+    assert row.outcome.startswith("RuntimeError: Inplace update")
+    sys.modules.pop("apimod.buffers", None)
+    sys.modules.pop("apimod", None)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_gpu_capture_state_is_recorded(tmp_path):
+    """First touch during CUDA-graph capture vs under inference mode (the seed's two cases)."""
+    variants = Path(__file__).resolve().parent.parent / "fixtures" / "kernels"
+    pkg = tmp_path / "variants"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "both.py").write_text((variants / "page_split_unguarded_both.py").read_text())
+    (tmp_path / "run.py").write_text(
+        textwrap.dedent(
+            """
+            import sys
+            import torch
+            from variants import both
+            from imlint.kernels import SCRATCH
+            P, pages = 128, 8
+            kv = torch.randint(0, 255, (pages, P * 584), dtype=torch.uint8, device="cuda")
+            idx = torch.arange(0, pages * P, 7, device="cuda", dtype=torch.int32)
+            mode = sys.argv[1]
+            if mode == "inference":
+                with torch.inference_mode():
+                    both.split_kv_pages_to_64(kv, P, idx)  # simulated autotune
+            # warm-up and capture outside inference mode
+            s = torch.cuda.Stream()
+            with torch.cuda.stream(s):
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g, stream=s):
+                    both.split_kv_pages_to_64(kv, P, idx)
+            g.replay()
+            torch.cuda.synchronize()
+            print("captured")
+            """
+        )
+    )
+    rows_by_mode = {}
+    for mode in ("capture", "inference"):
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "imlint",
+                "probe",
+                "--package",
+                "variants",
+                "--out",
+                f"{mode}.json",
+                "--",
+                sys.executable,
+                "run.py",
+                mode,
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        rows_by_mode[mode] = (proc, json.loads((tmp_path / f"{mode}.json").read_text())["sites"])
+    proc, rows = rows_by_mode["capture"]
+    assert proc.returncode == 0, proc.stderr
+    assert rows and all(r["capturing"] >= 1 and r["inference_tensors"] == 0 for r in rows)
+    proc, rows = rows_by_mode["inference"]
+    assert proc.returncode != 0
+    mask = next(r for r in rows if r["code"] == "IM001")
+    assert mask["first_mode"] == "inference_mode" and mask["inference_tensors"] >= 1
+    assert (
+        "Inplace update to inference tensor outside InferenceMode is not allowed" in mask["outcome"]
+    )
+    print(json.dumps(rows_by_mode["capture"][1] + rows, indent=1))
