@@ -48,6 +48,10 @@ def unfixable_reason(site: AllocationSite) -> str | None:
     if site.suite is not None:
         if len(site.suite.body) != 1:
             return "one-line compound statement with several statements: split it first"
+        if "\\" in site.suite.leading_whitespace.value:
+            return (
+                "compound statement continued with a backslash: put its body on its own line first"
+            )
         return _unsafe_contents(site.suite.body[0])
     if site.stmt is None:
         return "allocation in a compound statement's header (a condition, a default argument, a decorator)"

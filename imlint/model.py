@@ -606,6 +606,10 @@ class _Collector(cst.CSTVisitor):
     def visit_Module(self, node: cst.Module) -> None:
         self._index_block(node, node.body)
         self.positions.tops.update(self.positions.top_ids)
+        # Functions run after the whole module has executed: module-level imports are
+        # visible in them wherever they stand, even below the function.
+        for imp in _module_level_imports(node.body):
+            self.imports.add(imp)
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self._index_block(node, node.body)
@@ -870,6 +874,23 @@ class _Collector(cst.CSTVisitor):
 
 
 _EMPTY = cst.Module(body=[])
+
+
+def _module_level_imports(body: Sequence[cst.CSTNode]) -> Iterator[cst.Import | cst.ImportFrom]:
+    """Imports executed at module level, also inside module-level ``if``/``try`` blocks."""
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    yield small
+        elif isinstance(stmt, (cst.If, cst.Try, cst.With)):
+            for child in stmt.children:
+                if isinstance(child, cst.IndentedBlock):
+                    yield from _module_level_imports(child.body)
+                elif isinstance(child, (cst.Else, cst.ExceptHandler, cst.Finally, cst.If)):
+                    for grandchild in child.children:
+                        if isinstance(grandchild, cst.IndentedBlock):
+                            yield from _module_level_imports(grandchild.body)
 
 
 _SIZED = TORCH_FACTORIES - {"arange", "tensor", "linspace", "eye", "randint"} | TENSOR_NEW_METHODS

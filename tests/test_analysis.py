@@ -400,3 +400,18 @@ def _walk(node):
         n = stack.pop()
         yield n
         stack.extend(n.children)
+
+
+def test_module_level_import_below_the_function_is_seen():
+    code = """
+    _C = {}
+    def f(n):
+        if n not in _C:
+            with im(False):
+                _C[n] = empty(n)
+        if -n not in _C:
+            _C[-n] = empty(n)
+    from torch import empty
+    from torch import inference_mode as im
+    """
+    assert check(code) == [(8, "IM002")]
