@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -379,7 +378,7 @@ def _run_stdin(
     if mode == "check":
         result = linter.check_source(name, source)
         return [Outcome(name, result.findings, result.error)], 1, []
-    from imlint.engine import InvalidSource
+    from imlint.engine import InvalidSource, unified_diff
 
     try:
         report = linter.fix_text(name, source.text)
@@ -392,14 +391,7 @@ def _run_stdin(
     if mode == "fix":
         sys.stdout.buffer.write(source.encode(report.text))
         return [Outcome(name, report.remaining, fixed=report.fixed)], 1, []
-    diff = "".join(
-        difflib.unified_diff(
-            source.text.splitlines(keepends=True),
-            report.text.splitlines(keepends=True),
-            fromfile=name,
-            tofile=name,
-        )
-    )
+    diff = unified_diff(name, source.text, report.text)
     return (
         [Outcome(name, linter.check_text(name, source.text), fixed=report.fixed, diff=diff)],
         1,

@@ -62,13 +62,14 @@ def rule_sections(rule_cls: type[Rule]) -> dict[str, str]:
             continue
         if current is not None:
             current.append(line)
-    missing = [s for s in SECTIONS if s not in sections]
+    parsed = _with_examples(rule_cls, {t: "\n".join(b).strip() for t, b in sections.items()})
+    missing = [s for s in SECTIONS if s not in parsed]
     if missing:
         raise ValueError(
             f"{rule_cls.code}: docstring lacks section(s) "
             + ", ".join(f"'## {s}'" for s in missing)
         )
-    return {title: "\n".join(body).strip() for title, body in sections.items()}
+    return parsed
 
 
 def rule_plain_text(rule_cls: type[Rule]) -> str:
@@ -92,6 +93,22 @@ def _fence(code: str, lang: str = "python") -> str:
     while ticks in code:
         ticks += "`"
     return f"{ticks}{lang}\n{code.rstrip()}\n{ticks}"
+
+
+def _with_examples(rule_cls: type[Rule], sections: dict[str, str]) -> dict[str, str]:
+    """The docstring's sections, with "Example" and "Use instead" taken from the rule's
+    first invalid example and its fix when the docstring leaves them out: the code a
+    reader sees is the code the tests run."""
+    if "Example" in sections or not rule_cls.INVALID or rule_cls.INVALID[0].fixed is None:
+        return sections
+    first = rule_cls.INVALID[0]
+    out: dict[str, str] = {}
+    for title, body in sections.items():
+        out[title] = body
+        if title == "Why is this bad?":
+            out["Example"] = _fence(first.code)
+            out["Use instead"] = _fence(first.fixed or "")
+    return out
 
 
 def rule_markdown(rule_cls: type[Rule]) -> str:

@@ -206,6 +206,18 @@ def read_source(path: str) -> Source:
     return decode(raw)
 
 
+def unified_diff(path: str, before: str, after: str) -> str:
+    """The change as a unified diff, both sides named ``path``."""
+    return "".join(
+        difflib.unified_diff(
+            before.splitlines(keepends=True),
+            after.splitlines(keepends=True),
+            fromfile=path,
+            tofile=path,
+        )
+    )
+
+
 def _detached(findings: list[Finding]) -> list[Finding]:
     """Findings without their link to the tree (to cross process boundaries)."""
     return [dataclasses.replace(f, site=None) for f in findings]
@@ -243,14 +255,7 @@ def process_file(
     if report.text == source.text:
         return Outcome(path, _detached(report.remaining))
     if mode == "diff":
-        diff = "".join(
-            difflib.unified_diff(
-                source.text.splitlines(keepends=True),
-                report.text.splitlines(keepends=True),
-                fromfile=path,
-                tofile=path,
-            )
-        )
+        diff = unified_diff(path, source.text, report.text)
         # Nothing is written: every finding is still there; the fixable ones would go.
         return Outcome(
             path, _detached(linter.check_text(path, source.text)), fixed=report.fixed, diff=diff

@@ -20,12 +20,12 @@ Choices (documented in the README):
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
 
-from imlint.model import AllocationSite, ModuleModel
+from imlint.model import AllocationSite, ModuleModel, walk
 from imlint.names import dotted_name
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
@@ -61,7 +61,7 @@ def unfixable_reason(site: AllocationSite) -> str | None:
 
 
 def _unsafe_contents(stmt: cst.BaseSmallStatement) -> str | None:
-    for node in _walk(stmt):
+    for node in walk(stmt):
         if isinstance(node, (cst.Yield, cst.Await)):
             return "the statement suspends (yield/await) and would leak the mode to other code"
         if isinstance(node, (cst.Lambda, cst.FunctionDef)):
@@ -69,14 +69,6 @@ def _unsafe_contents(stmt: cst.BaseSmallStatement) -> str | None:
     if isinstance(stmt, (cst.Global, cst.Nonlocal, cst.Import, cst.ImportFrom)):
         return "not an allocating statement"
     return None
-
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(n.children)
 
 
 @dataclass
@@ -186,7 +178,7 @@ def _deeper(line: str, indent: str, unit: str) -> str:
 def _string_interior_lines(node: cst.CSTNode, owner: cst.CSTNode, model: ModuleModel) -> set[int]:
     """1-based lines that start inside a multi-line string literal within ``node``."""
     out: set[int] = set()
-    for n in _walk(node):
+    for n in walk(node):
         if isinstance(n, (cst.SimpleString, cst.FormattedString)):
             rng = model.positions.range_within(n, owner)
             if rng is not None and rng.end.line > rng.start.line:

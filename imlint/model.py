@@ -921,7 +921,7 @@ def _zero_elements(node: cst.Call) -> bool:
 
 
 def _calls_is_inference(test: cst.BaseExpression) -> bool:
-    for node in _walk(test):
+    for node in walk(test):
         if isinstance(node, cst.Call) and isinstance(node.func, (cst.Attribute, cst.Name)):
             name = node.func.attr.value if isinstance(node.func, cst.Attribute) else node.func.value
             if name == "is_inference":
@@ -996,7 +996,8 @@ def _is_fresh(value: cst.BaseExpression, imports: ImportMap) -> bool:
     return False
 
 
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every node under ``node``, itself included (iteratively: deep trees are fine)."""
     stack = [node]
     while stack:
         n = stack.pop()
@@ -1163,7 +1164,7 @@ class _FunctionAnalysis:
     def mentions(self, expr: cst.CSTNode, seen: frozenset[str] = frozenset()) -> set[str]:
         f = self.f
         out: set[str] = set()
-        for n in _walk(expr):
+        for n in walk(expr):
             if isinstance(n, cst.Name):
                 name = n.value
                 out.add("self" if name == f.self_name else name)

@@ -7,30 +7,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-#: ``torch.<name>`` factories that create a new tensor.
-TORCH_FACTORIES = frozenset(
-    {
-        "empty",
-        "zeros",
-        "ones",
-        "full",
-        "empty_like",
-        "zeros_like",
-        "ones_like",
-        "full_like",
-        "empty_strided",
-        "arange",
-        "tensor",
-        "eye",
-        "linspace",
-        "rand",
-        "randn",
-        "randint",
-    }
-)
+from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_FACTORIES
 
-#: Tensor methods that allocate a new tensor: ``x.new_empty(...)``.
-TENSOR_NEW_METHODS = frozenset({"new_empty", "new_zeros", "new_ones", "new_full", "new_tensor"})
+__all__ = ["TENSOR_NEW_METHODS", "TORCH_FACTORIES"]
 
 #: Qualified names of ``inference_mode``.
 INFERENCE_MODE_NAMES = frozenset(

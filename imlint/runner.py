@@ -35,31 +35,9 @@ from typing import Any
 from imlint import __version__
 from imlint.config import Settings
 from imlint.finding import Finding
+from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_FACTORIES
 
 CACHE_DIR = ".imlint_cache"
-_ALLOCATOR_WORDS = [
-    "empty",
-    "zeros",
-    "ones",
-    "full",
-    "empty_like",
-    "zeros_like",
-    "ones_like",
-    "full_like",
-    "empty_strided",
-    "arange",
-    "tensor",
-    "eye",
-    "linspace",
-    "rand",
-    "randn",
-    "randint",
-    "new_empty",
-    "new_zeros",
-    "new_ones",
-    "new_full",
-    "new_tensor",
-]
 
 
 @dataclass
@@ -81,7 +59,7 @@ def allocator_pattern(settings: Settings) -> re.Pattern[bytes]:
     method or a configured allocator; its spelling, or the import that aliases it, holds
     the name as a word.
     """
-    words = set(_ALLOCATOR_WORDS)
+    words = set(TORCH_FACTORIES | TENSOR_NEW_METHODS)
     for name in settings.options.extra_allocators:
         words.add(name.rsplit(".", 1)[-1])
     alternation = "|".join(sorted(re.escape(w) for w in words))

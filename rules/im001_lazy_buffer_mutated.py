@@ -30,29 +30,6 @@ class LazyBufferMutated(Rule):
     `RuntimeError: Inplace update to inference tensor outside InferenceMode is not
     allowed`, taking the server down at boot.
 
-    ## Example
-    ```python
-    def split_pages(kv, buffers, n):
-        mbuf = buffers.get("mask")
-        if mbuf is None or mbuf.shape[0] < n:
-            mbuf = torch.empty(n, dtype=torch.int8, device=kv.device)
-            buffers["mask"] = mbuf
-        mask = mbuf[:n]
-        mask.zero_()
-    ```
-
-    ## Use instead
-    ```python
-    def split_pages(kv, buffers, n):
-        mbuf = buffers.get("mask")
-        if mbuf is None or mbuf.shape[0] < n:
-            with torch.inference_mode(False):
-                mbuf = torch.empty(n, dtype=torch.int8, device=kv.device)
-            buffers["mask"] = mbuf
-        mask = mbuf[:n]
-        mask.zero_()
-    ```
-
     ## Fix safety
     The fix wraps the statement that performs the allocation in
     `with torch.inference_mode(False):`. It changes only the mode the tensor is created

@@ -25,33 +25,6 @@ class LazyBufferLatent(Rule):
     is latent. The first torch in-place write outside inference mode added later
     (`.zero_()`, `.copy_()`, `buf[i] = x`), anywhere, turns it into a boot failure.
 
-    ## Example
-    ```python
-    _BUFFERS = {}
-
-    def page_split(kv, n):
-        buf = _BUFFERS.get(kv.device)
-        if buf is None or buf.shape[0] < n:
-            buf = torch.empty(n, 37440, dtype=torch.uint8, device=kv.device)
-            _BUFFERS[kv.device] = buf
-        split_kernel[(n,)](kv, buf)
-        return buf
-    ```
-
-    ## Use instead
-    ```python
-    _BUFFERS = {}
-
-    def page_split(kv, n):
-        buf = _BUFFERS.get(kv.device)
-        if buf is None or buf.shape[0] < n:
-            with torch.inference_mode(False):
-                buf = torch.empty(n, 37440, dtype=torch.uint8, device=kv.device)
-            _BUFFERS[kv.device] = buf
-        split_kernel[(n,)](kv, buf)
-        return buf
-    ```
-
     ## Fix safety
     Safe, as for IM001: only the mode the tensor is created under changes.
 

@@ -24,21 +24,6 @@ class UnguardedPersistentAllocation(Rule):
     inference tensor in the storage until the next call outside it. Whether that
     matters depends on who reads the storage in between; review each site.
 
-    ## Example
-    ```python
-    class Runner:
-        def prepare(self, n):
-            self.positions = torch.arange(n)
-    ```
-
-    ## Use instead
-    ```python
-    class Runner:
-        def prepare(self, n):
-            with torch.inference_mode(False):
-                self.positions = torch.arange(n)
-    ```
-
     ## Fix safety
     Safe: only the mode the tensor is created under changes.
 

@@ -30,7 +30,9 @@ def test_example(rule, kind, index):
 
 @pytest.mark.parametrize("rule", ALL_RULES, ids=lambda r: r.code)
 def test_rule_is_documented(rule):
-    doc = rule.__doc__ or ""
+    from imlint.docs import rule_markdown
+
+    doc = rule_markdown(rule)  # "Example"/"Use instead" come from the first invalid example
     for section in (
         "## What it does",
         "## Why is this bad?",
@@ -38,7 +40,7 @@ def test_rule_is_documented(rule):
         "## Use instead",
         "## Fix safety",
     ):
-        assert section in doc, f"{rule.code} docstring lacks {section!r}"
+        assert section in doc, f"{rule.code} documentation lacks {section!r}"
     assert rule.VALID and rule.INVALID, f"{rule.code} needs valid and invalid examples"
 
 
