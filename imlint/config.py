@@ -60,6 +60,7 @@ KNOWN_KEYS: dict[str, str] = {
     "extra-cache-decorators": "list of decorators that cache a function's return value",
     "per-file-ignores": "table of glob pattern -> list of rule codes",
     "timeout": "seconds one file may take before it is reported and skipped (0: no limit)",
+    "line-length": "the formatter's line length: fixed lines past it are split as ruff would",
 }
 
 
@@ -77,6 +78,7 @@ class Settings:
     per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
     options: AnalysisOptions = field(default_factory=AnalysisOptions)
     timeout: float = 60.0  # per file, seconds; 0 disables
+    line_length: int = 88  # the formatter's; the fix splits lines it pushes past it
 
     # ---- rule selection
 
@@ -229,6 +231,13 @@ def load_settings(config_path: Path | None) -> Settings:
                 f"{config_path}: error: [tool.imlint] timeout must be a non-negative number of seconds, got {value!r}"
             )
         settings.timeout = float(value)
+    if "line-length" in table:
+        value = table["line-length"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(
+                f"{config_path}: error: [tool.imlint] line-length must be a positive integer, got {value!r}"
+            )
+        settings.line_length = value
     settings.options = AnalysisOptions(
         extra_allocators=frozenset(
             _string_list(config_path, "extra-allocators", table.get("extra-allocators", []))

@@ -153,7 +153,7 @@ class Linter:
                 "LibCST does not reproduce this file exactly (e.g. a backslash continuation "
                 "before a statement), so its positions cannot be trusted; not fixed"
             )
-        outcome = apply_fixes(text, module, model, sites)
+        outcome = apply_fixes(text, module, model, sites, self.settings.line_length)
         if outcome.text == text:
             return FixReport(text, 0, before)
         try:

@@ -27,6 +27,7 @@ import libcst as cst
 
 from imlint.model import AllocationSite, ModuleModel, walk
 from imlint.names import dotted_name
+from imlint.reflow import split_long_line
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
@@ -187,7 +188,11 @@ def _string_interior_lines(node: cst.CSTNode, owner: cst.CSTNode, model: ModuleM
 
 
 def apply_fixes(
-    text: str, module: cst.Module, model: ModuleModel, sites: Sequence[AllocationSite]
+    text: str,
+    module: cst.Module,
+    model: ModuleModel,
+    sites: Sequence[AllocationSite],
+    line_length: int = 88,
 ) -> FixOutcome:
     """Wrap every fixable site's statement; returns the new text and the sites fixed."""
     fixable = [s for s in sites if unfixable_reason(s) is None]
@@ -219,11 +224,15 @@ def apply_fixes(
         run: list[tuple[int, cst.SimpleStatementLine, list[AllocationSite]]] = []
         for entry in entries:
             if run and entry[0] != run[-1][0] + 1:
-                edits.append(_wrap_run(run, lines, model, module, guard, default_nl, fixed))
+                edits.append(
+                    _wrap_run(run, lines, model, module, guard, default_nl, fixed, line_length)
+                )
                 run = []
             run.append(entry)
         if run:
-            edits.append(_wrap_run(run, lines, model, module, guard, default_nl, fixed))
+            edits.append(
+                _wrap_run(run, lines, model, module, guard, default_nl, fixed, line_length)
+            )
     for suite, owners in suites.values():
         edit = _split_suite(suite, lines, model, module, guard, default_nl)
         if edit is not None:
@@ -249,6 +258,7 @@ def _wrap_run(
     guard: _Guard,
     default_nl: str,
     fixed: list[AllocationSite],
+    line_length: int,
 ) -> tuple[int, int, list[str]]:
     first_stmt, last_stmt = run[0][1], run[-1][1]
     first = model.positions[first_stmt].start.line - 1
@@ -265,8 +275,18 @@ def _wrap_run(
         line = lines[i]
         if (i + 1) in keep or not line.strip():
             out.append(line)
-        else:
-            out.append(_deeper(line, indent, unit))
+            continue
+        deeper = _deeper(line, indent, unit)
+        body, ending = deeper.rstrip("\r\n"), deeper[len(deeper.rstrip("\r\n")) :]
+        if len(body) > line_length >= len(line.rstrip("\r\n")):
+            # The extra level pushed a line that fitted past the limit: split it as the
+            # formatter would, so formatted code stays formatted.
+            split = split_long_line(body, line_length, unit)
+            if split is not None:
+                out.extend(part + (ending or nl) for part in split[:-1])
+                out.append(split[-1] + ending)
+                continue
+        out.append(deeper)
     return first, last, out
 
 
