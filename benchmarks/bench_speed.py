@@ -204,7 +204,12 @@ def main() -> int:
         f"peak <= 400 MiB: {verdict(max(cold_rss, warm_rss) <= 400 * 1024)}"
     )
     same = plain == fast
-    print(f"fast path == plain path on the tree: {same} ({len(fast)} findings)")
+    by_code: dict[str, int] = {}
+    for f in fast:
+        by_code[f["code"]] = by_code.get(f["code"], 0) + 1
+    print(
+        f"fast path == plain path on the tree: {same} ({len(fast)} findings: {dict(sorted(by_code.items()))})"
+    )
     return 0 if same else 1
 
 
