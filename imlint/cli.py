@@ -332,7 +332,6 @@ def _output(
     elif output_format == "sarif":
         from imlint.engine import Linter, read_source
         from imlint.rules import ALL_RULES
-        from imlint.source import SourceError
 
         originals: dict[str, str] = {}
         fixed: dict[str, str] = {}
@@ -341,7 +340,7 @@ def _output(
             try:
                 text = read_source(path).text
                 originals[path], fixed[path] = text, linter.fix_text(path, text).text
-            except (SourceError, Exception):  # the fix is optional in SARIF: leave it out
+            except Exception:  # the fix is optional in SARIF: leave it out
                 continue
         write_sarif(
             out,
@@ -378,14 +377,17 @@ def _run_stdin(
     if mode == "check":
         result = linter.check_source(name, source)
         return [Outcome(name, result.findings, result.error)], 1, []
-    from imlint.engine import InvalidSource, unified_diff
+    from imlint.engine import PARSE_FAILURES, parse_failure, unified_diff
 
     try:
         report = linter.fix_text(name, source.text)
     except Exception as exc:  # a syntax error or worse: echo the input unchanged
-        sys.stdout.buffer.write(raw) if mode == "fix" else None
+        if mode == "fix":
+            sys.stdout.buffer.write(raw)
         message = (
-            str(exc).splitlines()[0] if isinstance(exc, InvalidSource) else f"cannot fix: {exc}"
+            parse_failure(exc, source.text)
+            if isinstance(exc, PARSE_FAILURES)
+            else f"cannot fix: {exc}"
         )
         return [], 1, [(name, message)]
     if mode == "fix":

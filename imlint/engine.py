@@ -50,6 +50,18 @@ def enabled_rules(settings: Settings) -> list[Rule]:
     return [r() for r in ALL_RULES if r.code in codes]
 
 
+PARSE_FAILURES = (InvalidSource, cst.ParserSyntaxError, RecursionError)
+
+
+def parse_failure(exc: BaseException, text: str) -> str:
+    """One line for a file that could not be parsed (one of ``PARSE_FAILURES``)."""
+    if isinstance(exc, cst.ParserSyntaxError):
+        return syntax_error_message(exc, text)
+    if isinstance(exc, RecursionError):
+        return "too deeply nested to analyse"
+    return str(exc)
+
+
 def python_syntax_error(text: str) -> str | None:
     """Python's own syntax error for ``text`` as one line, or None if it parses."""
     try:
@@ -169,19 +181,8 @@ class Linter:
     def check_source(self, path: str, source: Source) -> FileResult:
         try:
             return FileResult(path, self.check_text(path, source.text))
-        except InvalidSource as exc:
-            return FileResult(path, error=str(exc))
-        except cst.ParserSyntaxError as exc:
-            return FileResult(path, error=syntax_error_message(exc, source.text))
-        except RecursionError:
-            return FileResult(path, error="too deeply nested to analyse")
-
-    def check_path(self, path: str) -> FileResult:
-        try:
-            source = read_source(path)
-        except SourceError as exc:
-            return FileResult(path, error=str(exc))
-        return self.check_source(path, source)
+        except PARSE_FAILURES as exc:
+            return FileResult(path, error=parse_failure(exc, source.text))
 
 
 def read_source(path: str) -> Source:
@@ -244,12 +245,8 @@ def process_file(
         return Outcome(path, _detached(result.findings), result.error)
     try:
         report = linter.fix_text(path, source.text)
-    except InvalidSource as exc:
-        return Outcome(path, error=str(exc))
-    except cst.ParserSyntaxError as exc:
-        return Outcome(path, error=syntax_error_message(exc, source.text))
-    except RecursionError:
-        return Outcome(path, error="too deeply nested to analyse")
+    except PARSE_FAILURES as exc:
+        return Outcome(path, error=parse_failure(exc, source.text))
     except FixError as exc:
         return Outcome(path, _detached(linter.check_text(path, source.text)), str(exc))
     if report.text == source.text:

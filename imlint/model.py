@@ -234,7 +234,6 @@ class FunctionModel:
     allocations: list[AllocationSite] = field(default_factory=list)
     returns: list[cst.BaseExpression] = field(default_factory=list)
     calls: set[str] = field(default_factory=set)  # names called: ``f(...)``, ``self.f(...)``
-    _tokens: dict[str, frozenset[str]] = field(default_factory=dict)
     _mentions: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @property
