@@ -27,7 +27,7 @@ from imlint.report import (
     write_statistics,
     write_text,
 )
-from imlint.runner import CACHE_DIR, Outcome, default_jobs, run_files
+from imlint.runner import CACHE_DIR, Outcome, RunStats, default_jobs, run_files
 
 
 def _codes(value: str | None) -> tuple[str, ...] | None:
@@ -140,6 +140,13 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
             help="Seconds one file may take before it is reported and skipped (default 60; 0: none).",
         ),
         click.option(
+            "--explain-reach",
+            is_flag=True,
+            help="Under each finding, print the call path from an inference-mode region "
+            "(or why none was found), and list the sites not reported because every "
+            "caller guards them.",
+        ),
+        click.option(
             "--no-fast",
             is_flag=True,
             help="Parse every file, even those that cannot hold an allocation (the plain path).",
@@ -248,6 +255,7 @@ def run(
     stdin_filename: str | None,
     exit_zero: bool,
     quiet: bool,
+    explain_reach: bool = False,
 ) -> int:
     del diff  # folded into ``mode``
     try:
@@ -264,6 +272,7 @@ def run(
     if timeout is not None:
         settings.timeout = timeout
     lines_of = LineCache()
+    stats = RunStats()
     if stdin_filename is not None:
         outcomes, n_files, errors = _run_stdin(stdin_filename, settings, mode, lines_of)
     else:
@@ -276,11 +285,16 @@ def run(
             fast=not no_fast,
             use_cache=not no_cache,
             debug=debug,
+            stats=stats,
         )
         n_files = len(found.files)
         errors = list(found.errors)
     errors += [(o.path, o.error) for o in outcomes if o.error is not None]
-    findings = sorted((f for o in outcomes for f in o.findings), key=Finding.sort_key)
+    # Armed findings (an inference-mode region reaches them) first.
+    findings = sorted(
+        (f for o in outcomes for f in o.findings), key=lambda f: (not f.armed, f.sort_key())
+    )
+    guarded = sorted((f for o in outcomes for f in o.guarded), key=Finding.sort_key)
     try:
         if write_baseline is not None:
             written = write_baseline_file(write_baseline, findings, lines_of)
@@ -300,7 +314,21 @@ def run(
     if mode == "diff":
         for o in outcomes:
             sys.stdout.write(o.diff)
-    _output(output_format, findings, errors, mode, statistics, show_source, lines_of, settings)
+    _output(
+        output_format,
+        findings,
+        errors,
+        mode,
+        statistics,
+        show_source,
+        lines_of,
+        settings,
+        explain_reach,
+        stats,
+    )
+    if explain_reach and output_format == "text" and not statistics:
+        for g in guarded:
+            click.echo(f"{g.path}:{g.line}:{g.col}: {g.code} {g.message}")
     if not quiet and output_format == "text":
         fixed = sum(o.fixed for o in outcomes)
         fixed_files = sum(1 for o in outcomes if o.fixed)
@@ -319,6 +347,8 @@ def _output(
     show_source: bool | None,
     lines_of: LineCache,
     settings: Settings,
+    explain_reach: bool = False,
+    stats: RunStats | None = None,
 ) -> None:
     out = sys.stdout
     if statistics:
@@ -339,7 +369,8 @@ def _output(
         for path in sorted({f.path for f in findings if f.fixable}):
             try:
                 text = read_source(path).text
-                originals[path], fixed[path] = text, linter.fix_text(path, text).text
+                facts = stats.facts.get(path) if stats is not None else None
+                originals[path], fixed[path] = text, linter.fix_text(path, text, facts).text
             except Exception:  # the fix is optional in SARIF: leave it out
                 continue
         write_sarif(
@@ -355,9 +386,9 @@ def _output(
         if show_source is None:
             show_source = out.isatty()
         if show_source:
-            write_source(out, findings, lines_of, color=want_color(out))
+            write_source(out, findings, lines_of, color=want_color(out), reach=explain_reach)
         else:
-            write_text(out, findings, reasons=mode == "fix")
+            write_text(out, findings, reasons=mode == "fix", reach=explain_reach)
 
 
 def _run_stdin(

@@ -58,6 +58,7 @@ KNOWN_KEYS: dict[str, str] = {
     "extra-allocators": "list of callables (dotted names) that allocate tensors",
     "extra-guards": "list of context managers or decorators that act as inference_mode(False)",
     "extra-cache-decorators": "list of decorators that cache a function's return value",
+    "inference-mode-regions": "list of context managers or decorators that turn inference mode on",
     "per-file-ignores": "table of glob pattern -> list of rule codes",
     "timeout": "seconds one file may take before it is reported and skipped (0: no limit)",
     "line-length": "the formatter's line length: fixed lines past it are split as ruff would",
@@ -248,6 +249,11 @@ def load_settings(config_path: Path | None) -> Settings:
         extra_cache_decorators=frozenset(
             _string_list(
                 config_path, "extra-cache-decorators", table.get("extra-cache-decorators", [])
+            )
+        ),
+        inference_mode_regions=frozenset(
+            _string_list(
+                config_path, "inference-mode-regions", table.get("inference-mode-regions", [])
             )
         ),
     )

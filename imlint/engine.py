@@ -5,9 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
-import os
 import re
-import stat
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -15,10 +13,18 @@ import libcst as cst
 from imlint.config import Settings
 from imlint.fix import apply_fixes, unfixable_reason
 from imlint.model import ModuleModel, parse_and_build
+from imlint.project import FileFacts, ProjectIndex, summarize
 from imlint.rule import Finding, Rule
 from imlint.rules import ALL_RULES
 from imlint.runner import Outcome
-from imlint.source import Source, SourceError, decode
+from imlint.source import (
+    InvalidSource,
+    Source,
+    SourceError,
+    python_parse,
+    python_syntax_error,
+    read_source,
+)
 from imlint.suppress import is_suppressed
 from imlint.writer import WriteError, write_atomic
 
@@ -28,6 +34,8 @@ class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
     error: str | None = None  # one line, without the path
+    #: Sites not reported because every caller of their function guards them.
+    guarded: list[Finding] = field(default_factory=list)
 
 
 @dataclass
@@ -35,10 +43,6 @@ class FixReport:
     text: str  # the fixed text (the input when nothing changed)
     fixed: int  # findings fixed
     remaining: list[Finding]  # findings in the fixed text
-
-
-class InvalidSource(Exception):
-    """Python itself rejects the source; the message is one line."""
 
 
 class FixError(Exception):
@@ -60,17 +64,6 @@ def parse_failure(exc: BaseException, text: str) -> str:
     if isinstance(exc, RecursionError):
         return "too deeply nested to analyse"
     return str(exc)
-
-
-def python_syntax_error(text: str) -> str | None:
-    """Python's own syntax error for ``text`` as one line, or None if it parses."""
-    try:
-        ast.parse(text)
-    except SyntaxError as err:
-        return f"syntax error at {err.lineno}:{err.offset}: {err.msg}"
-    except (ValueError, RecursionError, MemoryError) as err:
-        return f"cannot parse: {type(err).__name__}"
-    return None
 
 
 def syntax_error_message(exc: cst.ParserSyntaxError, text: str) -> str:
@@ -95,16 +88,32 @@ class Linter:
 
     # ---- one module
 
-    def model(self, text: str) -> tuple[cst.Module, ModuleModel]:
-        """Parse and build the model. Python's own parser vets the text first: it is
-        fast, gives the clearest messages, and keeps input that CPython rejects (such as
-        thousands of nested brackets) away from LibCST's recursive parser."""
-        error = python_syntax_error(text)
-        if error is not None:
-            raise InvalidSource(error)
-        return parse_and_build(text, self.settings.options)
+    def facts_for(self, path: str, text: str, tree: ast.Module) -> FileFacts:
+        """What the project index says of a file checked on its own: the project is
+        that one file (stdin, the API, rule examples)."""
+        summary = summarize(path, text, self.settings.options, tree)
+        return ProjectIndex([summary]).facts(path)
 
-    def findings(self, path: str, text: str, model: ModuleModel) -> list[Finding]:
+    def model(
+        self, path: str, text: str, facts: FileFacts | None = None, vetted: bool = False
+    ) -> tuple[cst.Module, ModuleModel, FileFacts]:
+        """Parse and build the model. Python's own parser vets the text first (unless the
+        project pass already did: ``vetted``): it is fast, gives the clearest messages,
+        and keeps input that CPython rejects (such as thousands of nested brackets)
+        away from LibCST's recursive parser. ``facts``: from the project index; None
+        makes an index of this file alone."""
+        if facts is None:
+            facts = self.facts_for(path, text, python_parse(text))
+        elif not vetted:
+            python_parse(text)
+        module, model = parse_and_build(text, self.settings.options, facts)
+        return module, model, facts
+
+    def findings(
+        self, path: str, text: str, model: ModuleModel, facts: FileFacts | None = None
+    ) -> list[Finding]:
+        """Every finding, those in functions that every caller guards included (see
+        ``split_guarded``)."""
         ignored = self.settings.ignored_for(path) if path != "-" else ()
         lines = text.splitlines()
         out: list[Finding] = []
@@ -130,7 +139,7 @@ class Linter:
                         end_line=rng.end.line,
                         end_col=rng.end.column + 1,
                         code=rule.code,
-                        severity=rule.severity.value,
+                        severity=(report.severity or rule.severity).value,
                         message=report.message,
                         fixable=reason is None,
                         unfixable_reason=reason,
@@ -144,18 +153,26 @@ class Linter:
         out.sort(key=Finding.sort_key)
         return out
 
-    def check_text(self, path: str, text: str) -> list[Finding]:
+    def check_text(
+        self, path: str, text: str, facts: FileFacts | None = None, vetted: bool = False
+    ) -> list[Finding]:
         """Findings for source text (raises ``libcst.ParserSyntaxError``)."""
-        _, model = self.model(text)
-        return self.findings(path, text, model)
+        return self.check_all(path, text, facts, vetted)[0]
 
-    def fix_text(self, path: str, text: str) -> FixReport:
+    def check_all(
+        self, path: str, text: str, facts: FileFacts | None = None, vetted: bool = False
+    ) -> tuple[list[Finding], list[Finding]]:
+        """(reported, guarded by every caller) findings for source text."""
+        _, model, facts = self.model(path, text, facts, vetted)
+        return split_guarded(self.findings(path, text, model), facts)
+
+    def fix_text(self, path: str, text: str, facts: FileFacts | None = None) -> FixReport:
         """Fix every fixable finding; the result is verified to parse and re-checked.
 
         Raises ``libcst.ParserSyntaxError`` when the input does not parse.
         """
-        module, model = self.model(text)
-        before = self.findings(path, text, model)
+        module, model, facts = self.model(path, text, facts)
+        before, _ = split_guarded(self.findings(path, text, model), facts)
         sites = [f.site for f in before if f.fixable and f.site is not None]
         if sites and module.code != text:
             # Positions come from LibCST's code generation; where it does not reproduce
@@ -169,7 +186,7 @@ class Linter:
         if outcome.text == text:
             return FixReport(text, 0, before)
         try:
-            after = self.check_text(path, outcome.text)
+            after = self.check_text(path, outcome.text, facts)
         except (cst.ParserSyntaxError, InvalidSource) as exc:  # a bug in the fixer: never write it
             raise FixError(
                 f"the fix produced code that does not parse ({str(exc).splitlines()[0]}); file left unchanged"
@@ -178,33 +195,30 @@ class Linter:
 
     # ---- one file, with every error turned into one line
 
-    def check_source(self, path: str, source: Source) -> FileResult:
+    def check_source(
+        self, path: str, source: Source, facts: FileFacts | None = None, vetted: bool = False
+    ) -> FileResult:
         try:
-            return FileResult(path, self.check_text(path, source.text))
+            reported, guarded = self.check_all(path, source.text, facts, vetted)
+            return FileResult(path, reported, guarded=guarded)
         except PARSE_FAILURES as exc:
             return FileResult(path, error=parse_failure(exc, source.text))
 
 
-def read_source(path: str) -> Source:
-    """Read and decode a file, turning every failure into a one-line SourceError."""
-    try:
-        if os.path.isdir(path):
-            raise SourceError("is a directory, not a Python file")
-        if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
-            raise SourceError("not a regular file (a FIFO, socket or device)")  # never block
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
-        if os.path.islink(path):
-            raise SourceError("dangling symbolic link") from None
-        raise SourceError("no such file") from None
-    except PermissionError:
-        raise SourceError("permission denied") from None
-    except OSError as exc:
-        if exc.errno == 40:  # ELOOP
-            raise SourceError("symbolic link loop") from None
-        raise SourceError(f"cannot read: {exc.strerror or exc}") from None
-    return decode(raw)
+def split_guarded(findings: list[Finding], facts: FileFacts) -> tuple[list[Finding], list[Finding]]:
+    """Findings in functions that every resolved caller guards are not reported; they
+    come back separately, their message saying why (for ``--explain-reach``)."""
+    if not facts.covered:
+        return findings, []
+    reported: list[Finding] = []
+    guarded: list[Finding] = []
+    for f in findings:
+        why = facts.covered.get(f.function)
+        if why is None:
+            reported.append(f)
+        else:
+            guarded.append(dataclasses.replace(f, message=f"not reported: {why}"))
+    return reported, guarded
 
 
 def unified_diff(path: str, before: str, after: str) -> str:
@@ -225,40 +239,57 @@ def _detached(findings: list[Finding]) -> list[Finding]:
 
 
 def process_file(
-    linter: Linter, path: str, mode: str, pattern: re.Pattern[bytes] | None
+    linter: Linter,
+    path: str,
+    mode: str,
+    pattern: re.Pattern[bytes] | None,
+    facts: FileFacts | None = None,
 ) -> Outcome:
     """Check, fix or diff one file; every failure becomes a one-line error.
 
-    ``pattern``: the pre-filter; a file whose bytes do not match it cannot hold an
-    allocation site, so it is not parsed (``None``: parse every file).
+    ``pattern``: the pre-filter; a file whose bytes do not match it, and that calls
+    none of the project's allocating callables (``facts``), cannot hold an allocation
+    site, so it is not parsed (``None``: parse every file). ``facts``: from the project
+    pass, which has already parsed the file with Python's parser; None: check the file
+    as a project of its own.
     """
     try:
         source = read_source(path)
     except SourceError as exc:
         return Outcome(path, error=str(exc))
-    if pattern is not None and not pattern.search(source.raw):
+    vetted = facts is not None
+    if (
+        pattern is not None
+        and not pattern.search(source.raw)
+        and not (facts is not None and (facts.allocators or facts.helpers))
+    ):
         # No allocation site is possible: skip LibCST, but still report a syntax error,
         # found by Python's own parser (parsing only; nothing is executed).
-        return Outcome(path, error=python_syntax_error(source.text))
+        return Outcome(path, error=None if vetted else python_syntax_error(source.text))
     if mode == "check":
-        result = linter.check_source(path, source)
-        return Outcome(path, _detached(result.findings), result.error)
+        result = linter.check_source(path, source, facts, vetted)
+        return Outcome(
+            path, _detached(result.findings), result.error, guarded=_detached(result.guarded)
+        )
     try:
-        report = linter.fix_text(path, source.text)
+        report = linter.fix_text(path, source.text, facts)
     except PARSE_FAILURES as exc:
         return Outcome(path, error=parse_failure(exc, source.text))
     except FixError as exc:
-        return Outcome(path, _detached(linter.check_text(path, source.text)), str(exc))
+        return Outcome(path, _detached(linter.check_text(path, source.text, facts)), str(exc))
     if report.text == source.text:
         return Outcome(path, _detached(report.remaining))
     if mode == "diff":
         diff = unified_diff(path, source.text, report.text)
         # Nothing is written: every finding is still there; the fixable ones would go.
         return Outcome(
-            path, _detached(linter.check_text(path, source.text)), fixed=report.fixed, diff=diff
+            path,
+            _detached(linter.check_text(path, source.text, facts)),
+            fixed=report.fixed,
+            diff=diff,
         )
     try:
         write_atomic(path, source.encode(report.text), expected=source.raw)
     except WriteError as exc:
-        return Outcome(path, _detached(linter.check_text(path, source.text)), str(exc))
+        return Outcome(path, _detached(linter.check_text(path, source.text, facts)), str(exc))
     return Outcome(path, _detached(report.remaining), fixed=report.fixed)

@@ -25,6 +25,10 @@ class Finding:
     unfixable_reason: str | None = None
     function: str = ""
     statement: str = ""
+    #: Reach (filled in by the project pass): the call path from an inference-mode
+    #: region, or why none was found; ``armed`` when a path exists.
+    reach: str | None = None
+    armed: bool = False
     site: AllocationSite | None = field(default=None, compare=False, repr=False, hash=False)
 
     def sort_key(self) -> tuple[str, int, int, str]:
@@ -44,6 +48,8 @@ class Finding:
             "unfixable_reason": self.unfixable_reason,
             "function": self.function,
             "statement": self.statement,
+            "armed": self.armed,
+            "reach": self.reach,
         }
 
     @classmethod

@@ -32,6 +32,7 @@ from imlint.names import (
     string_value,
 )
 from imlint.options import AnalysisOptions
+from imlint.project import NO_FACTS, FileFacts
 
 
 class Mode(enum.Enum):
@@ -184,10 +185,16 @@ class AllocationSite:
     lazy_exit: EarlyExit | None = None
     lazy_test: str = ""  # the condition that makes it lazy, for explanations
     writes: list[InplaceWrite] = field(default_factory=list)
+    #: IM003: how the call allocates (a chain through the project, or a configured
+    #: allocator); None for a direct torch allocation.
+    chain: str | None = None
+    object_result: bool = False  # the call returns an object holding tensors
+    report_node: cst.CSTNode | None = None  # where to report, when not at ``call``
+    helper: bool = False  # ``call`` hands a factory to a get-or-create helper
 
     @property
     def range(self) -> CodeRange:
-        return self.positions[self.call]
+        return self.positions[self.report_node or self.call]
 
     @property
     def line(self) -> int:
@@ -333,8 +340,11 @@ class Positions:
 
 
 class _Collector(cst.CSTVisitor):
-    def __init__(self, options: AnalysisOptions, positions: Positions) -> None:
+    def __init__(
+        self, options: AnalysisOptions, positions: Positions, facts: FileFacts = NO_FACTS
+    ) -> None:
         super().__init__()
+        self.facts = facts
         self.positions = positions
         self._top = -1  # index of the module-level statement being visited
         self.options = options
@@ -781,24 +791,12 @@ class _Collector(cst.CSTVisitor):
         f = self.func
         if f is None:
             return
-        allocator = self._allocator(node)
-        if allocator is not None:
-            stmt = self._stmt[-1] if self._stmt else None
-            self._locate(node)
-            if stmt is not None:
-                self._locate(stmt)
-            site = AllocationSite(
-                call=node,
-                allocator=allocator,
-                function=f,
-                frames=self._snapshot(),
-                stmt=stmt if isinstance(stmt, cst.SimpleStatementLine) else None,
-                suite=stmt if isinstance(stmt, cst.SimpleStatementSuite) else None,
-                order=self._next(),
-                positions=self.positions,
-            )
-            f.allocations.append(site)
-            self.allocations.append(site)
+        found = self._allocator(node)
+        if found is not None:
+            allocator, chain, object_result = found
+            self._add_site(node, allocator, chain, object_result)
+        elif self.facts.helpers:
+            self._helper_site(node, f)
         func = node.func
         if isinstance(func, cst.Name):
             f.calls.add(func.value)
@@ -855,21 +853,130 @@ class _Collector(cst.CSTVisitor):
             target = f"{otext}.{name}" if name else f"{otext}.<{expr_text(node.args[1].value)}>"
             self._store("setattr", target, None, obj, node.args[2].value)
 
-    def _allocator(self, node: cst.Call) -> str | None:
+    def _add_site(
+        self,
+        node: cst.Call,
+        allocator: str,
+        chain: str | None,
+        object_result: bool,
+        report_node: cst.CSTNode | None = None,
+        helper: bool = False,
+    ) -> AllocationSite:
+        f = self.func
+        assert f is not None
+        stmt = self._stmt[-1] if self._stmt else None
+        self._locate(node)
+        if report_node is not None:
+            self._locate(report_node)
+        if stmt is not None:
+            self._locate(stmt)
+        site = AllocationSite(
+            call=node,
+            allocator=allocator,
+            function=f,
+            frames=self._snapshot(),
+            stmt=stmt if isinstance(stmt, cst.SimpleStatementLine) else None,
+            suite=stmt if isinstance(stmt, cst.SimpleStatementSuite) else None,
+            order=self._next(),
+            positions=self.positions,
+            chain=chain,
+            object_result=object_result,
+            report_node=report_node,
+            helper=helper,
+        )
+        f.allocations.append(site)
+        self.allocations.append(site)
+        return site
+
+    def call_key(self, func: cst.BaseExpression) -> str | None:
+        """A call's callee as the project index spells it (see ``FileFacts``)."""
+        f = self.func
+        text = dotted_name(func)
+        if text is None or f is None:
+            return None
+        head, _, rest = text.partition(".")
+        if f.self_name is not None and head == f.self_name:
+            return f"{f.cls.name}|self.{rest}" if f.cls is not None and rest else None
+        return text
+
+    def _allocator(self, node: cst.Call) -> tuple[str, str | None, bool] | None:
+        """(allocator, chain, returns an object) for a call that allocates, else None.
+
+        The chain is None for torch's own factories; IM003 reads the others: configured
+        allocators and the project's allocating callables.
+        """
         if _zero_elements(node):
             return None  # ``torch.empty(0)``: a placeholder, not a buffer
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_NEW_METHODS:
-            return f".{func.attr.value}"
+            return f".{func.attr.value}", None, False
         q = self.imports.qualify(func)
         if q is None:
             return None
         head, _, rest = q.partition(".")
         if head == "torch" and rest in TORCH_FACTORIES:
-            return q
+            return q, None, False
         if self.options.extra_allocators and name_matches(q, self.options.extra_allocators):
-            return q
+            last = q.rsplit(".", 1)[-1]
+            return q, f"`{q}` is a configured allocator (extra-allocators)", last[:1].isupper()
+        if self.facts.allocators:
+            key = self.call_key(func)
+            known = self.facts.allocators.get(key) if key is not None else None
+            if known is not None:
+                return q, known[0], known[1]
         return None
+
+    def _helper_site(self, node: cst.Call, f: FunctionModel) -> None:
+        """A factory handed to a get-or-create helper that keeps what it returns."""
+        key = self.call_key(node.func)
+        helper = self.facts.helpers.get(key) if key is not None else None
+        if helper is None:
+            return
+        position, param, name, stored = helper
+        positional = [a for a in node.args if a.keyword is None and a.star == ""]
+        arg: cst.BaseExpression | None = None
+        for a in node.args:
+            if a.keyword is not None and a.keyword.value == param:
+                arg = a.value
+        if arg is None and 0 <= position < len(positional):
+            arg = positional[position].value
+        if arg is None:
+            return
+        inner, via = self._factory_allocation(arg)
+        if via is None:
+            return
+        chain = (
+            f"`{name}` keeps what its factory `{param}` returns in `{stored}`; the factory {via}"
+        )
+        self._add_site(node, name, chain, False, report_node=inner, helper=True)
+
+    def _factory_allocation(self, arg: cst.BaseExpression) -> tuple[cst.CSTNode | None, str | None]:
+        """Where a factory argument allocates, and how (None: it does not)."""
+        if isinstance(arg, cst.Lambda):
+            for n in walk(arg.body):
+                if isinstance(n, cst.Call):
+                    found = self._allocator(n)
+                    if found is not None:
+                        return n, f"allocates via {found[1] or found[0]}"
+            return None, None
+        if isinstance(arg, cst.Call):
+            q = self.imports.qualify(arg.func) or ""
+            if q.rsplit(".", 1)[-1] == "partial" and arg.args:
+                target = arg.args[0].value
+                tq = self.imports.qualify(target) or ""
+                head, _, rest = tq.partition(".")
+                if head == "torch" and rest in TORCH_FACTORIES:
+                    return arg, f"is `partial({tq}, ...)`"
+                key = self.call_key(target)
+                known = self.facts.allocators.get(key) if key is not None else None
+                if known is not None:
+                    return arg, f"is `partial({key}, ...)`: {known[0]}"
+            return None, None
+        key = self.call_key(arg)
+        known = self.facts.allocators.get(key) if key is not None else None
+        if known is not None:
+            return None, f"`{key}`: {known[0]}"
+        return None, None
 
 
 _EMPTY = cst.Module(body=[])
@@ -1271,10 +1378,13 @@ def _is_prefix(prefix: Frames, frames: Frames) -> bool:
     return len(prefix) <= len(frames) and all(a is b for a, b in zip(prefix, frames, strict=False))
 
 
-def build_model(module: cst.Module, options: AnalysisOptions) -> ModuleModel:
-    """Walk a module once and resolve the facts every rule reads."""
+def build_model(
+    module: cst.Module, options: AnalysisOptions, facts: FileFacts = NO_FACTS
+) -> ModuleModel:
+    """Walk a module once and resolve the facts every rule reads (``facts``: what the
+    project index knows about this file's calls)."""
     positions = Positions(module)
-    collector = _Collector(options, positions)
+    collector = _Collector(options, positions, facts)
     module.visit(collector)
     allocations = collector.allocations
     index = _ModuleIndex(
@@ -1286,6 +1396,16 @@ def build_model(module: cst.Module, options: AnalysisOptions) -> ModuleModel:
     )
     analyses = {id(f): _FunctionAnalysis(f, index) for f in collector.functions}
     index.analyses = analyses
+
+    # A factory handed to a get-or-create helper: the helper keeps what it returns.
+    for site in allocations:
+        if site.helper:
+            site.store = Store(
+                "helper", f"{site.allocator}(...)", None, None, site.call, site.frames,
+                site.order, site.stmt,
+            )  # fmt: skip
+            site.mode = _mode(site)
+            site.lazy = "get-or-create helper"
 
     for f in collector.functions:
         fa = analyses[id(f)]
@@ -1301,11 +1421,16 @@ def build_model(module: cst.Module, options: AnalysisOptions) -> ModuleModel:
         for store in persistent_stores:
             if store.value is None:
                 continue
-            for sid in fa.flow(store.value):
+            reaching = fa.flow(store.value)
+            if any(allocations[sid].chain is None for sid in reaching):
+                # A torch allocation is what is stored (``helper(n).new_zeros(n)``):
+                # the calls it is derived from are not the site.
+                reaching = {sid for sid in reaching if allocations[sid].chain is None}
+            for sid in reaching:
                 flows.setdefault(sid, store)
         for sid, store in flows.items():
             site = allocations[sid]
-            if site.function is not f:
+            if site.function is not f or site.store is not None:
                 continue
             site.store = store
             site.mode = _mode(site)
@@ -1440,8 +1565,16 @@ def _find_writes(
     own = analyses[id(f)]
     sid = index.site_ids[id(site.call)]
     wanted = {store.token, f"alloc:{sid}"}
+    # An object that holds tensors (IM003): writes reach them through its attributes.
+    inside = store.token + "." if site.object_result else None
+
+    def hits(tokens: set[str]) -> bool:
+        return bool(tokens & wanted) or (
+            inside is not None and any(t.startswith(inside) for t in tokens)
+        )
+
     for w in f.writes:
-        if own.tokens(w.handle) & wanted and not _allocation_time(site, w):
+        if hits(own.tokens(w.handle)) and not _allocation_time(site, w):
             site.writes.append(w)
     # Other functions that can see the same storage.
     kind = own.root_kind(store.root) if store.root is not None else "global"
@@ -1459,12 +1592,15 @@ def _find_writes(
             continue
         ga = analyses[id(g)]
         for w in g.writes:
-            if store.token in ga.tokens(w.handle):
+            tokens = ga.tokens(w.handle)
+            if store.token in tokens or (inside is not None and hits(tokens)):
                 site.writes.append(w)
     site.writes.sort(key=lambda w: (w.line, w.order))
 
 
-def parse_and_build(source: str, options: AnalysisOptions) -> tuple[cst.Module, ModuleModel]:
+def parse_and_build(
+    source: str, options: AnalysisOptions, facts: FileFacts = NO_FACTS
+) -> tuple[cst.Module, ModuleModel]:
     """Parse a module and build its model (raises ``libcst.ParserSyntaxError``)."""
     module = cst.parse_module(source)
-    return module, build_model(module, options)
+    return module, build_model(module, options, facts)

@@ -13,10 +13,17 @@ class AnalysisOptions:
     extra_guards: frozenset[str] = field(default_factory=frozenset)
     #: Extra decorators that cache a function's return value.
     extra_cache_decorators: frozenset[str] = field(default_factory=frozenset)
+    #: Extra context managers / decorators that turn inference mode on (for reach).
+    inference_mode_regions: frozenset[str] = field(default_factory=frozenset)
 
     def key(self) -> str:
         """A stable text that changes when any option changes."""
         return "|".join(
             ",".join(sorted(s))
-            for s in (self.extra_allocators, self.extra_guards, self.extra_cache_decorators)
+            for s in (
+                self.extra_allocators,
+                self.extra_guards,
+                self.extra_cache_decorators,
+                self.inference_mode_regions,
+            )
         )

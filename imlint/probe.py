@@ -210,13 +210,14 @@ def instrument(source: str, path: str, all_sites: bool) -> tuple[str, list[tuple
     import libcst as cst
 
     from imlint.config import find_config, load_settings
-    from imlint.engine import Linter
+    from imlint.engine import Linter, split_guarded
 
     settings = load_settings(find_config(Path(path)))
     linter = Linter(settings)
-    module, model = linter.model(source)
+    module, model, facts = linter.model(path, source)
     chosen: dict[int, tuple[str, str, str]] = {}
-    for f in linter.findings(path, source, model):
+    reported, _ = split_guarded(linter.findings(path, source, model), facts)
+    for f in reported:
         if f.site is not None:
             chosen[id(f.site.call)] = (f"{_shown(path)}:{f.line}", f.code, f.function)
     if all_sites:

@@ -32,6 +32,9 @@ def summary(findings: Sequence[Finding], n_errors: int, n_files: int) -> str:
         by_sev = Counter(f.severity for f in findings)
         sev = ", ".join(plural(by_sev[s], s) for s in ("error", "warning") if by_sev[s])
         text = f"Found {plural(len(findings), 'finding')} ({sev}) in {plural(n_files, 'file')}"
+        armed = sum(f.armed for f in findings)
+        if armed:
+            text += f"; {armed} armed (reached from an inference-mode region)"
     else:
         text = f"No findings in {plural(n_files, 'file')}"
     if n_errors:
@@ -39,12 +42,17 @@ def summary(findings: Sequence[Finding], n_errors: int, n_files: int) -> str:
     return text + "."
 
 
-def write_text(out: TextIO, findings: Sequence[Finding], reasons: bool = False) -> None:
-    """``path:line:col: CODE [*] message``; ``[*]`` marks what ``imlint fix`` can fix."""
+def write_text(
+    out: TextIO, findings: Sequence[Finding], reasons: bool = False, reach: bool = False
+) -> None:
+    """``path:line:col: CODE [*] message``; ``[*]`` marks what ``imlint fix`` can fix,
+    ``[armed]`` what an inference-mode region reaches; ``reach``: the call path below."""
     for f in findings:
-        mark = " [*]" if f.fixable else ""
+        mark = (" [*]" if f.fixable else "") + (" [armed]" if f.armed else "")
         why = f" (not fixed: {f.unfixable_reason})" if reasons and f.unfixable_reason else ""
         out.write(f"{f.path}:{f.line}:{f.col}: {f.code}{mark} {f.message}{why}\n")
+        if reach and f.reach:
+            out.write(f"    reach: {f.reach}\n")
 
 
 def write_json(out: TextIO, findings: Sequence[Finding], errors: Sequence[tuple[str, str]]) -> None:
@@ -167,6 +175,7 @@ def write_source(
     findings: Sequence[Finding],
     lines_of: LinesOf,
     color: bool = False,
+    reach: bool = False,
 ) -> None:
     """Each finding's line, then its source with a line-number gutter and a caret underline.
 
@@ -188,11 +197,13 @@ def write_source(
         return f"{style}{text}{_RESET}" if color and text else text
 
     for f in findings:
-        mark = " [*]" if f.fixable else ""
+        mark = (" [*]" if f.fixable else "") + (" [armed]" if f.armed else "")
         out.write(
             f"{paint(_BOLD, f'{f.path}:{f.line}:{f.col}:')} {paint(_BOLD_RED, f.code)}{mark} "
             f"{f.message}\n"
         )
+        if reach and f.reach:
+            out.write(f"    reach: {f.reach}\n")
         lines = lines_of(f.path)
         if lines is not None and 1 <= f.line <= len(lines):
             last = min(f.end_line, len(lines), f.line + MAX_SNIPPET_LINES - 1)
@@ -441,6 +452,9 @@ def _sarif_result(
     if f.function:
         location["logicalLocations"] = [{"fullyQualifiedName": f.function, "kind": "function"}]
     properties: dict[str, object] = {"fixable": f.fixable, "function": f.function}
+    if f.reach is not None:
+        properties["armed"] = f.armed
+        properties["reach"] = f.reach
     if f.unfixable_reason:
         properties["unfixableReason"] = f.unfixable_reason
     result: dict[str, object] = {"ruleId": f.code}

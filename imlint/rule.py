@@ -56,6 +56,7 @@ class Report:
 
     site: AllocationSite
     message: str
+    severity: Severity | None = None  # None: the rule's own
 
 
 class Rule:

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import dataclasses
 import faulthandler
 import hashlib
 import json
 import os
 import re
 import signal
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ from typing import Any
 from imlint import __version__
 from imlint.config import Settings
 from imlint.finding import Finding
+from imlint.project import FileFacts
 from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_FACTORIES
 
 CACHE_DIR = ".imlint_cache"
@@ -50,6 +53,7 @@ class Outcome:
     fixed: int = 0  # fix/diff modes: findings fixed (or that would be)
     diff: str = ""  # diff mode: the unified diff
     cached: bool = False
+    guarded: list[Finding] = field(default_factory=list)  # not reported: callers guard them
 
 
 def allocator_pattern(settings: Settings) -> re.Pattern[bytes]:
@@ -135,11 +139,10 @@ def digest_of(data: bytes) -> str:
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(settings: Settings, mode: str, fast: bool, debug: bool) -> None:
-    from imlint.engine import Linter  # imported in the worker: the parent may never need it
-
+def _init_worker(settings: Settings, mode: str, fast: bool, debug: bool, phase: str) -> None:
     _WORKER.update(
-        linter=Linter(settings),
+        phase=phase,
+        settings=settings,
         mode=mode,
         fast=fast,
         debug=debug,
@@ -147,9 +150,19 @@ def _init_worker(settings: Settings, mode: str, fast: bool, debug: bool) -> None
     )
 
 
-def _work(paths: list[str]) -> list[Outcome]:
+def _linter() -> Any:
+    linter = _WORKER.get("linter")
+    if linter is None:
+        from imlint.engine import Linter  # in the worker: phase one never loads LibCST
+
+        linter = _WORKER["linter"] = Linter(_WORKER["settings"])
+    return linter
+
+
+def _work(tasks: list[tuple[Any, ...]]) -> list[Any]:
     _WORKER["hard"] = True  # in a worker process: a hard time limit may end it
-    return [_process(path) for path in paths]
+    task = _summarize_task if _WORKER["phase"] == "summarize" else _check_task
+    return [_guarded(args[0], task, args) for args in tasks]
 
 
 class FileTimeout(Exception):
@@ -175,33 +188,66 @@ def _time_limit(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _process(path: str) -> Outcome:
+@dataclass
+class Summarized:
+    """Phase one for one file: its project summary, or the one-line error that the
+    file gets instead of a check (it cannot be read, decoded or parsed by Python)."""
+
+    path: str
+    digest: str = ""
+    summary: tuple[object, ...] | None = None
+    error: str | None = None
+
+
+def _summarize_task(path: str) -> Summarized:
+    from imlint.project import summarize
+    from imlint.source import InvalidSource, SourceError, python_parse, read_source
+
+    try:
+        source = read_source(path)
+    except SourceError as exc:
+        return Summarized(path, error=str(exc))
+    digest = digest_of(source.raw)
+    try:
+        tree = python_parse(source.text)
+    except InvalidSource as exc:
+        return Summarized(path, digest, error=str(exc))
+    summary = summarize(path, source.text, _WORKER["settings"].options, tree)
+    return Summarized(path, digest, summary.to_data())
+
+
+def _check_task(path: str, facts: FileFacts) -> Outcome:
     from imlint.engine import process_file
 
-    limit = _WORKER["linter"].settings.timeout
+    return process_file(
+        _linter(),
+        path,
+        _WORKER["mode"],
+        _WORKER["pattern"] if _WORKER["fast"] else None,
+        facts,
+    )
+
+
+def _guarded(path: str, task: Any, args: tuple[Any, ...]) -> Any:
+    """Run ``task`` on one file under the time limit; failures become one line."""
+    limit = _WORKER["settings"].timeout
     hard = _WORKER.get("hard", False) and limit > 0
+    failed = Summarized if task is _summarize_task else Outcome
     if hard:
         # Native code (the parser) cannot be interrupted by a signal handler; a C-level
         # watchdog ends the worker instead, and the parent reports this file.
         faulthandler.dump_traceback_later(limit + 5, exit=True, file=_devnull())
     try:
         with _time_limit(limit):
-            return process_file(
-                _WORKER["linter"],
-                path,
-                _WORKER["mode"],
-                _WORKER["pattern"] if _WORKER["fast"] else None,
-            )
+            return task(*args)
     except FileTimeout:
-        return Outcome(
-            path, error=f"skipped: took longer than {limit:g} s (the per-file `timeout`)"
-        )
+        return failed(path, error=f"skipped: took longer than {limit:g} s (the per-file `timeout`)")
     except Exception as exc:  # an imlint bug must not stop the other files
         if _WORKER["debug"]:
             import traceback
 
             traceback.print_exc()
-        return Outcome(
+        return failed(
             path, error=f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)"
         )
     finally:
@@ -218,7 +264,7 @@ def _devnull() -> Any:
     return _DEVNULL[0]
 
 
-def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
+def _chunks(items: list[tuple[Any, ...]], size: int) -> Iterator[list[tuple[Any, ...]]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
 
@@ -230,6 +276,114 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
+class SummaryCache:
+    """Project summaries by content hash (marshal: loads fast), for one version and
+    configuration. Loaded only when the project index has to be rebuilt."""
+
+    def __init__(self, root: Path, settings: Settings) -> None:
+        from imlint.project import SUMMARY_VERSION
+
+        key = _key(f"{__version__}|{SUMMARY_VERSION}|{settings.options.key()}")
+        self.folder = root / CACHE_DIR
+        self.file = self.folder / f"summaries-{key}.marshal"
+        self.entries: dict[str, tuple[str, Any]] = {}
+        self.dirty = False
+        self.loaded = False
+
+    def load(self) -> None:
+        if self.loaded:
+            return
+        self.loaded = True
+        data = _load_marshal(self.file)
+        if isinstance(data, dict):
+            self.entries = data
+
+    def get(self, path: str, digest: str) -> Any:
+        entry = self.entries.get(os.path.abspath(path))
+        if isinstance(entry, tuple) and len(entry) == 2 and entry[0] == digest:
+            return entry[1]
+        return None
+
+    def put(self, path: str, digest: str, data: Any) -> None:
+        self.entries[os.path.abspath(path)] = (digest, data)
+        self.dirty = True
+
+    def save(self) -> None:
+        if self.dirty:
+            _save_marshal(self.folder, self.file, self.entries)
+
+
+class ProjectCache:
+    """The project pass of the last run: per file, content and summary digests and the
+    facts the index gave it; the reach of the findings. A run whose summaries are all
+    the same (however the files' contents changed) reuses it without the index."""
+
+    def __init__(self, root: Path, settings: Settings) -> None:
+        from imlint.project import SUMMARY_VERSION
+
+        key = _key(f"{__version__}|{SUMMARY_VERSION}|{settings.options.key()}")
+        self.folder = root / CACHE_DIR
+        self.file = self.folder / f"project-{key}.marshal"
+        data = _load_marshal(self.file)
+        ok = isinstance(data, dict) and {"state", "digests", "facts", "reach"} <= data.keys()
+        self.state: str = data["state"] if ok else ""  # type: ignore[index]
+        self.digests: dict[str, tuple[str, str]] = data["digests"] if ok else {}  # type: ignore[index]
+        self.facts: dict[str, Any] = data["facts"] if ok else {}  # type: ignore[index]
+        self.reach: dict[str, Any] = data["reach"] if ok else {}  # type: ignore[index]
+
+    def save(self) -> None:
+        data = {
+            "state": self.state,
+            "digests": self.digests,
+            "facts": self.facts,
+            "reach": self.reach,
+        }
+        _save_marshal(self.folder, self.file, data)
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _load_marshal(path: Path) -> object:
+    import marshal
+
+    try:
+        return marshal.loads(path.read_bytes())
+    except (OSError, ValueError, EOFError, TypeError):
+        return None  # missing or corrupt: start afresh
+
+
+def _save_marshal(folder: Path, path: Path, data: object) -> None:
+    """Write atomically; concurrent runs may each write, the last one wins."""
+    import marshal
+
+    tmp = None
+    try:
+        folder.mkdir(exist_ok=True)
+        ignore = folder / ".gitignore"
+        if not ignore.exists():
+            ignore.write_text("# Created by imlint\n*\n", encoding="utf-8")
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".marshal")
+        with os.fdopen(fd, "wb") as out:
+            out.write(marshal.dumps(data))  # type: ignore[arg-type]
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError, TypeError):
+            os.unlink(tmp)  # type: ignore[arg-type]
+
+
+@dataclass
+class RunStats:
+    """What the project pass saw (for ``--statistics`` and the benchmark)."""
+
+    indexed: int = 0
+    allocating: int = 0
+    unresolved_calls: int = 0
+    index_rebuilt: bool = False
+    facts: dict[str, FileFacts] = field(default_factory=dict)  # per path
+
+
 def run_files(
     files: list[str],
     settings: Settings,
@@ -239,45 +393,191 @@ def run_files(
     fast: bool,
     use_cache: bool,
     debug: bool,
+    stats: RunStats | None = None,
 ) -> list[Outcome]:
-    """Process files (``mode``: check, fix or diff); outcomes in the order of ``files``."""
+    """Process files (``mode``: check, fix or diff); outcomes in the order of ``files``.
+
+    Two phases: every file's project summary (Python's parser; cached), joined into
+    the project index in this process, then each file's check with what the index
+    says about it (LibCST; cached by content and those facts). Findings then get their
+    reach: a call path from an inference-mode region, if the index finds one.
+    """
+    from imlint.project import FileFacts, ProjectIndex, summary_digest
+
+    stats = stats if stats is not None else RunStats()
     results: dict[str, Outcome] = {}
     cache = ResultCache(settings.root, settings) if use_cache and mode == "check" else None
+    summaries = SummaryCache(settings.root, settings) if use_cache else None
+    project = ProjectCache(settings.root, settings) if use_cache else None
+
+    # Content digests, for the caches (workers read the files again). Only regular
+    # files are opened here: a FIFO would block; phase one reports what is wrong.
     digests: dict[str, str] = {}
-    todo: list[str] = []
-    for path in files:
-        if cache is not None:
+    if use_cache:
+        for path in files:
             try:
-                with open(path, "rb") as fh:
-                    digest = digest_of(fh.read())
+                if stat.S_ISREG(os.stat(path).st_mode):
+                    with open(path, "rb") as fh:
+                        digests[path] = digest_of(fh.read())
             except OSError:
-                todo.append(path)  # the worker reports the error
-                continue
-            hit = cache.get(path, digest)
+                pass
+
+    # Phase one: summaries of files whose summary digest is not known for this content.
+    known: dict[str, str] = {}  # path -> summary digest
+    errors: dict[str, str] = {}
+    fresh: dict[str, Any] = {}  # path -> summary data computed now
+    need: list[str] = []
+    for path in files:
+        entry = project.digests.get(os.path.abspath(path)) if project is not None else None
+        if entry is not None and path in digests and entry[0] == digests[path]:
+            if entry[1].startswith("!"):
+                errors[path] = entry[1][1:]
+            else:
+                known[path] = entry[1]
+        else:
+            need.append(path)
+    if need and summaries is not None and len(need) > 64:
+        summaries.load()
+        for path in list(need):
+            data = summaries.get(path, digests.get(path, ""))
+            if data is not None:
+                fresh[path] = data
+                known[path] = summary_digest(data)
+        need = [p for p in need if p not in fresh]
+    for done in _run([(p,) for p in need], settings, mode, jobs, fast, debug, "summarize"):
+        assert isinstance(done, Summarized)
+        if done.error is not None:
+            errors[done.path] = done.error
+            if project is not None and done.digest:
+                project.digests[os.path.abspath(done.path)] = (done.digest, "!" + done.error)
+            continue
+        fresh[done.path] = done.summary
+        known[done.path] = summary_digest(done.summary)
+        digests[done.path] = done.digest
+        if summaries is not None:
+            summaries.put(done.path, done.digest, done.summary)
+
+    state = _key(repr(sorted((os.path.abspath(p), known[p]) for p in known)) + settings.cache_key())
+    index: ProjectIndex | None = None
+
+    def build_index() -> ProjectIndex:
+        nonlocal index
+        if index is None:
+            stats.index_rebuilt = True
+            data = dict(fresh)
+            missing = [p for p in known if p not in data]
+            if missing and summaries is not None:
+                summaries.load()
+                for p in missing:
+                    cached = summaries.get(p, digests.get(p, ""))
+                    if cached is not None:
+                        data[p] = cached
+            missing = [p for p in known if p not in data]
+            for done in _run(
+                [(p,) for p in missing], settings, mode, jobs, fast, debug, "summarize"
+            ):
+                if isinstance(done, Summarized) and done.summary is not None:
+                    data[done.path] = done.summary
+                    if summaries is not None:
+                        summaries.put(done.path, done.digest, done.summary)
+            index = ProjectIndex(FileSummary.from_data(d) for d in data.values())
+        return index
+
+    from imlint.project import FileSummary
+
+    facts: dict[str, FileFacts] = {}
+    reuse = project is not None and project.state == state
+    for path in known:
+        stored = project.facts.get(os.path.abspath(path)) if reuse and project else None
+        facts[path] = (
+            FileFacts.from_data(stored) if stored is not None else build_index().facts(path)
+        )
+
+    # Phase two: the checks, with the result cache keyed by content and facts.
+    todo: list[tuple[str, FileFacts]] = []
+    keys: dict[str, str] = {}
+    for path in files:
+        if path in errors:
+            results[path] = Outcome(path, error=errors[path])
+            continue
+        if path not in facts:
+            results[path] = Outcome(path, error="could not be read")
+            continue
+        if cache is not None and path in digests:
+            keys[path] = f"{digests[path]}:{facts[path].key()}"
+            hit = cache.get(path, keys[path])
             if hit is not None:
                 results[path] = hit
                 continue
-            digests[path] = digest
-        todo.append(path)
-
-    for outcome in _run(todo, settings, mode, jobs, fast, debug):
+        todo.append((path, facts[path]))
+    for outcome in _run(todo, settings, mode, jobs, fast, debug, "check"):
+        assert isinstance(outcome, Outcome)
         results[outcome.path] = outcome
-        if cache is not None and outcome.path in digests and not outcome.error:
-            cache.put(outcome.path, digests[outcome.path], outcome)
+        if cache is not None and outcome.path in keys and not outcome.error:
+            cache.put(outcome.path, keys[outcome.path], outcome)
+
+    # Reach, for every finding.
+    reach_of: dict[str, Any] = dict(project.reach) if reuse and project is not None else {}
+    for path in files:
+        outcome = results[path]
+        if not outcome.findings:
+            continue
+        updated = []
+        for f in outcome.findings:
+            rkey = f"{os.path.abspath(path)}::{f.function}"
+            if rkey not in reach_of:
+                idx = build_index()
+                target = idx.target_of(path, f.function)
+                r = idx.reach(target) if target is not None else None
+                reach_of[rkey] = (
+                    (r.armed, r.text())
+                    if r is not None
+                    else (False, "no path found (function not indexed)")
+                )
+            armed, text = reach_of[rkey]
+            updated.append(dataclasses.replace(f, armed=armed, reach=text))
+        outcome.findings = updated
+
+    stats.facts = facts
+    if index is not None:
+        stats.indexed = len(index.files)
+        stats.allocating = index.allocating_count()
+        stats.unresolved_calls = index.unresolved_total
     if cache is not None:
         cache.save()
+    if summaries is not None:
+        summaries.save()
+    if project is not None:
+        project.state = state
+        project.digests = {
+            os.path.abspath(p): (digests[p], known[p]) for p in known if p in digests
+        } | {k: v for k, v in project.digests.items() if v[1].startswith("!")}
+        project.facts = {os.path.abspath(p): facts[p].to_data() for p in facts}
+        project.reach = reach_of
+        project.save()
     return [results[p] for p in files]
 
 
 def _run(
-    todo: list[str], settings: Settings, mode: str, jobs: int, fast: bool, debug: bool
-) -> Iterable[Outcome]:
-    if jobs <= 1 or len(todo) < 2:
-        _init_worker(settings, mode, fast, debug)
-        yield from (_process(p) for p in todo)
+    tasks: list[tuple[Any, ...]],
+    settings: Settings,
+    mode: str,
+    jobs: int,
+    fast: bool,
+    debug: bool,
+    phase: str,
+) -> Iterable[Any]:
+    """Run one phase's tasks (``(path, ...)``) in workers; results as they finish."""
+    if not tasks:
         return
+    if jobs <= 1 or len(tasks) < 2:
+        _init_worker(settings, mode, fast, debug, phase)
+        task = _summarize_task if phase == "summarize" else _check_task
+        yield from (_guarded(args[0], task, args) for args in tasks)
+        return
+    failed = Summarized if phase == "summarize" else Outcome
     done: set[str] = set()
-    remaining = todo
+    remaining = tasks
     isolate = False  # after a worker died: one worker, one file at a time, to find the culprit
     while remaining:
         workers, chunk = (
@@ -287,21 +587,21 @@ def _run(
             with cf.ProcessPoolExecutor(
                 max_workers=workers,
                 initializer=_init_worker,
-                initargs=(settings, mode, fast, debug),
+                initargs=(settings, mode, fast, debug, phase),
             ) as pool:
                 for batch in pool.map(_work, _chunks(remaining, chunk)):
-                    for outcome in batch:
-                        done.add(outcome.path)
-                        yield outcome
+                    for result in batch:
+                        done.add(result.path)
+                        yield result
             remaining = []
         except cf.process.BrokenProcessPool:
-            remaining = [p for p in remaining if p not in done]
+            remaining = [t for t in remaining if t[0] not in done]
             if isolate and remaining:
                 # Files run in order on the single worker: the first unfinished one killed it.
                 culprit, remaining = remaining[0], remaining[1:]
-                done.add(culprit)
-                yield Outcome(
-                    culprit,
+                done.add(culprit[0])
+                yield failed(
+                    culprit[0],
                     error="the worker ended on this file (a crash, or the time limit hit in native code)",
                 )
             isolate = not isolate

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import ast
 import codecs
 import io
+import os
+import stat
 import tokenize
 from dataclasses import dataclass
 
 
 class SourceError(Exception):
     """A file that cannot be checked; the message is one line without the path."""
+
+
+class InvalidSource(Exception):
+    """Python itself rejects the source; the message is one line."""
 
 
 @dataclass(frozen=True)
@@ -55,3 +62,45 @@ def decode(raw: bytes) -> Source:
     except LookupError:
         raise SourceError(f"unknown encoding {codec!r}") from None
     return Source(text=text, encoding=codec, bom=bom, raw=raw)
+
+
+def read_source(path: str) -> Source:
+    """Read and decode a file, turning every failure into a one-line SourceError."""
+    try:
+        if os.path.isdir(path):
+            raise SourceError("is a directory, not a Python file")
+        if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+            raise SourceError("not a regular file (a FIFO, socket or device)")  # never block
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise SourceError("dangling symbolic link") from None
+        raise SourceError("no such file") from None
+    except PermissionError:
+        raise SourceError("permission denied") from None
+    except OSError as exc:
+        if exc.errno == 40:  # ELOOP
+            raise SourceError("symbolic link loop") from None
+        raise SourceError(f"cannot read: {exc.strerror or exc}") from None
+    return decode(raw)
+
+
+def python_parse(text: str) -> ast.Module:
+    """Python's own parse of ``text`` (parsing only: nothing runs); raises
+    ``InvalidSource`` with a one-line message when Python rejects it."""
+    try:
+        return ast.parse(text)
+    except SyntaxError as err:
+        raise InvalidSource(f"syntax error at {err.lineno}:{err.offset}: {err.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as err:
+        raise InvalidSource(f"cannot parse: {type(err).__name__}") from None
+
+
+def python_syntax_error(text: str) -> str | None:
+    """Python's own syntax error for ``text`` as one line, or None if it parses."""
+    try:
+        python_parse(text)
+    except InvalidSource as exc:
+        return str(exc)
+    return None

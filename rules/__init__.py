@@ -6,11 +6,13 @@ from imlint.rule import Rule
 
 from .im001_lazy_buffer_mutated import LazyBufferMutated
 from .im002_lazy_buffer_latent import LazyBufferLatent
+from .im003_allocating_call import LazyAllocatingCall
 from .im004_unguarded_persistent import UnguardedPersistentAllocation
 
 ALL_RULES: tuple[type[Rule], ...] = (
     LazyBufferMutated,
     LazyBufferLatent,
+    LazyAllocatingCall,
     UnguardedPersistentAllocation,
 )
 

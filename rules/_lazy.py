@@ -11,7 +11,9 @@ def subject(site: AllocationSite) -> str:
     """How a message names the storage and where the tensor comes from."""
     store = site.store
     assert store is not None
-    if store.kind == "return":
+    if store.kind == "helper":
+        what = f"Buffer made by the factory handed to `{store.target}`"
+    elif store.kind == "return":
         what = f"Cached return value of `{store.target}`"
     elif site.lazy is not None:
         what = f"Lazy buffer `{store.target}`"
@@ -27,3 +29,9 @@ def is_unguarded_hazard(site: AllocationSite) -> bool:
     if site.store is None or site.mode is Mode.GUARDED:
         return False
     return site.lazy is not None or site.mode is Mode.INFERENCE
+
+
+def is_direct(site: AllocationSite) -> bool:
+    """A torch allocation written at the site (IM001/IM002/IM004); IM003 takes the
+    allocations behind a call (project helpers, constructors, configured allocators)."""
+    return site.chain is None

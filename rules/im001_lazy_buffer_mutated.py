@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from imlint.model import ModuleModel
 from imlint.rule import Invalid, Report, Rule, Severity, Valid
 
-from ._lazy import GUARD_ADVICE, is_unguarded_hazard, subject
+from ._lazy import GUARD_ADVICE, is_direct, is_unguarded_hazard, subject
 
 
 class LazyBufferMutated(Rule):
@@ -146,7 +146,7 @@ class LazyBufferMutated(Rule):
 
     def check(self, model: ModuleModel) -> Iterator[Report]:
         for site in model.sites:
-            if is_unguarded_hazard(site) and site.writes:
+            if is_direct(site) and is_unguarded_hazard(site) and site.writes:
                 w = site.writes[0]
                 yield Report(
                     site,

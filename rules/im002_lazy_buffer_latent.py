@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from imlint.model import AllocationSite, Mode, ModuleModel
 from imlint.rule import Invalid, Report, Rule, Severity, Valid
 
-from ._lazy import GUARD_ADVICE, is_unguarded_hazard, subject
+from ._lazy import GUARD_ADVICE, is_direct, is_unguarded_hazard, subject
 
 
 class LazyBufferLatent(Rule):
@@ -130,7 +130,7 @@ class LazyBufferLatent(Rule):
 
     def check(self, model: ModuleModel) -> Iterator[Report]:
         for site in model.sites:
-            if is_unguarded_hazard(site) and not site.writes:
+            if is_direct(site) and is_unguarded_hazard(site) and not site.writes:
                 yield Report(
                     site,
                     f"{subject(site)}{_latent(site)}; {GUARD_ADVICE}",

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from imlint.model import Mode, ModuleModel
 from imlint.rule import Invalid, Report, Rule, Severity, Valid
 
-from ._lazy import GUARD_ADVICE, subject
+from ._lazy import GUARD_ADVICE, is_direct, subject
 
 
 class UnguardedPersistentAllocation(Rule):
@@ -80,7 +80,7 @@ class UnguardedPersistentAllocation(Rule):
 
     def check(self, model: ModuleModel) -> Iterator[Report]:
         for site in model.sites:
-            if site.lazy is None and site.mode is Mode.UNKNOWN:
+            if is_direct(site) and site.lazy is None and site.mode is Mode.UNKNOWN:
                 yield Report(
                     site,
                     f"{subject(site)}; {GUARD_ADVICE}",

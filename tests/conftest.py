@@ -32,6 +32,21 @@ def expected_markers(text: str) -> list[tuple[int, str]]:
     return sorted(out)
 
 
+def project_facts(linter, path: Path, text: str | None = None):
+    """What the project index of the fixtures' before files says of ``path``, as
+    ``imlint check fixtures`` sees it; ``text`` stands in for ``path``'s own content
+    (an after file checked in its before file's place)."""
+    from imlint.project import ProjectIndex, summarize
+
+    before = sorted(p for p in FIXTURES.rglob("*.py") if not p.name.endswith(".fixed.py"))
+    options = linter.settings.options
+    summaries = [
+        summarize(str(p), text if text is not None and p == path else fixture_text(p), options)
+        for p in before
+    ]
+    return ProjectIndex(summaries).facts(str(path))
+
+
 @dataclass
 class Result:
     code: int

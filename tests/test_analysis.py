@@ -13,7 +13,7 @@ from imlint.model import Mode, parse_and_build
 from imlint.options import AnalysisOptions
 
 
-def check(code: str, select=("IM001", "IM002"), **options) -> list[tuple[int, str]]:
+def check(code: str, select=("IM001", "IM002", "IM003"), **options) -> list[tuple[int, str]]:
     settings = Settings(select=select, options=AnalysisOptions(**options))
     findings = Linter(settings).check_text("t.py", textwrap.dedent(code))
     return [(f.line, f.code) for f in findings]
@@ -281,10 +281,10 @@ def test_extra_allocator_bare_and_dotted_names():
             _C[-n] = kern.Workspace(n)
     """
     assert check(code, extra_allocators=frozenset({"kern.Workspace"})) == [
-        (7, "IM002"),
-        (9, "IM002"),
+        (7, "IM003"),
+        (9, "IM003"),
     ]
-    assert check(code, extra_allocators=frozenset({"Workspace"})) == [(7, "IM002"), (9, "IM002")]
+    assert check(code, extra_allocators=frozenset({"Workspace"})) == [(7, "IM003"), (9, "IM003")]
     assert check(code) == []
 
 

@@ -79,7 +79,10 @@ def test_json_output_is_a_list_of_stable_objects(tmp_path):
         "unfixable_reason",
         "function",
         "statement",
+        "armed",
+        "reach",
     }
+    assert item["armed"] is False and item["reach"].startswith("no path found")
     assert (item["line"], item["col"], item["code"], item["severity"]) == (
         8,
         21,
@@ -138,7 +141,7 @@ def test_per_file_ignores_and_extra_allocators(tmp_path):
         tmp_path,
         "pyproject.toml",
         '[tool.imlint]\nextra-allocators = ["kern.Workspace"]\n'
-        '[tool.imlint.per-file-ignores]\n"legacy/*.py" = ["IM002"]\n',
+        '[tool.imlint.per-file-ignores]\n"legacy/*.py" = ["IM003"]\n',
     )
     code = "from kern import Workspace\n_C = {}\ndef f(n):\n    if n not in _C:\n        _C[n] = Workspace(n)\n"
     write(tmp_path, "new/a.py", code)

@@ -16,7 +16,7 @@ from imlint.rules import ALL_RULES
 from imlint.config import Settings, load_settings
 from imlint.engine import Linter, read_source
 
-from .conftest import FIXTURES, REPO, run_imlint
+from .conftest import FIXTURES, REPO, project_facts, run_imlint
 
 PAIRS = sorted(
     (p, p.with_name(p.name[: -len(".py")] + ".fixed.py"))
@@ -32,9 +32,13 @@ def linter():
     return Linter(load_settings(FIXTURES / "pyproject.toml"))
 
 
-def fix_bytes(linter: Linter, path: Path) -> bytes:
+def fix_bytes(linter: Linter, path: Path, before: Path | None = None) -> bytes:
+    """``imlint fix`` on a fixture, with the fixture project's index (``before``: check
+    ``path`` in that file's place)."""
     source = read_source(str(path))
-    return source.encode(linter.fix_text(str(path), source.text).text)
+    where = before or path
+    facts = project_facts(linter, where, source.text)
+    return source.encode(linter.fix_text(str(where), source.text, facts).text)
 
 
 def test_every_fixable_fixture_has_an_after_file(linter):
@@ -43,7 +47,10 @@ def test_every_fixable_fixture_has_an_after_file(linter):
         p
         for p in flagged
         if not p.name.endswith(".fixed.py")
-        and any(f.fixable for f in linter.check_text(str(p), read_source(str(p)).text))
+        and any(
+            f.fixable
+            for f in linter.check_text(str(p), read_source(str(p)).text, project_facts(linter, p))
+        )
     }
     assert fixable == {b for b, _ in PAIRS}
 
@@ -55,8 +62,9 @@ def test_fix_matches_after_file_byte_for_byte(linter, before, after):
 
 @pytest.mark.parametrize(("before", "after"), PAIRS, ids=IDS)
 def test_fix_is_idempotent_and_leaves_nothing_fixable(linter, before, after):
-    assert fix_bytes(linter, after) == after.read_bytes()
-    remaining = linter.check_text(str(after), read_source(str(after)).text)
+    assert fix_bytes(linter, after, before) == after.read_bytes()
+    text = read_source(str(after)).text
+    remaining = linter.check_text(str(before), text, project_facts(linter, before, text))
     assert [f for f in remaining if f.fixable] == []
 
 

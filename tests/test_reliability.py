@@ -126,7 +126,7 @@ def test_no_traceback_unless_debug(tmp_path):
     code = (
         "import sys, imlint.engine as e\n"
         "def boom(*a, **k): raise ValueError('planted')\n"
-        "e.Linter.check_text = boom\n"
+        "e.Linter.check_all = boom\n"
         "from imlint.cli import main\n"
         "sys.argv = ['imlint', 'check', 'a.py', '--no-cache', '-j', '1'] + sys.argv[1:]\n"
         "main()\n"

@@ -149,10 +149,10 @@ def test_a_worker_dying_on_one_file_does_not_lose_the_others(tmp_path, monkeypat
     (tmp_path / "bad.py").write_text(code)
     real = imlint.engine.process_file
 
-    def dies_on_bad(linter, path, mode, pattern):
+    def dies_on_bad(linter, path, *args):
         if path.endswith("bad.py"):
             os._exit(3)  # the worker process dies, as on a segfault
-        return real(linter, path, mode, pattern)
+        return real(linter, path, *args)
 
     monkeypatch.setattr(imlint.engine, "process_file", dies_on_bad)  # workers are forked
     outcomes = run_files(

@@ -1,0 +1,1140 @@
+"""Project-wide analysis: what every checked file defines and calls, across files.
+
+Two things need more than one file at a time:
+
+- **allocating callables** (IM003): a constructor that keeps a tensor on ``self``, a
+  helper that returns one, transitively through calls resolved by import and name; and
+  get-or-create helpers that store the result of a factory they are handed;
+- **reach**: whether an ``inference_mode()`` region can call its way to a site (the site
+  is then *armed*), and whether every caller of a site guards it.
+
+Per file, Python's own parser (``ast``: parsing only, nothing is imported or run) gives a
+small :class:`FileSummary` (plain data, cached with the per-file results). The parent
+process joins the summaries into a :class:`ProjectIndex`, which resolves calls, finds the
+allocating callables, and hands every file its :class:`FileFacts`: the call texts in
+that file that allocate, the helpers that take factories, and the functions whose every
+caller guards them. The LibCST model reads the facts like any other allocator; reach is
+answered for findings after the files are checked.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import hashlib
+import os
+from collections import deque
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from imlint.options import AnalysisOptions
+from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_FACTORIES
+
+#: Bump when the summary layout or what it records changes (part of the cache key).
+SUMMARY_VERSION = 1
+
+_INFERENCE_MODE = frozenset(
+    {
+        "torch.inference_mode",
+        "torch.autograd.inference_mode",
+        "torch.autograd.grad_mode.inference_mode",
+    }
+)
+#: Calls whose result holds their first argument (a tensor kept by a module).
+_WRAPPERS = frozenset(
+    {
+        "torch.nn.Parameter",
+        "torch.nn.parameter.Parameter",
+        "torch.nn.Buffer",
+        "torch.nn.parameter.Buffer",
+    }
+)
+_CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
+_CACHE_DECORATORS = frozenset({"functools.cache", "functools.lru_cache", "cache", "lru_cache"})
+_BUILTINS = frozenset(dir(builtins))
+_NON_TENSOR_METHODS = frozenset(
+    {"item", "tolist", "numel", "size", "dim", "stride", "data_ptr", "is_inference", "numpy"}
+)
+
+MODULE_SCOPE = "<module>"
+
+
+# ------------------------------------------------------------------------------ summaries
+
+
+@dataclass
+class DefSummary:
+    """One function, method, class or the module's own code."""
+
+    qual: str  # as the LibCST model names it: ``f``, ``C.m``, ``f.inner``; classes too
+    kind: str  # function class module
+    cls: str = ""  # the class's qualname, for methods
+    mode: str = ""  # inference guarded: from a decorator
+    cached: bool = False
+    params: tuple[str, ...] = ()  # positional parameters, ``self`` left out
+    bases: tuple[str, ...] = ()  # classes: base class texts
+    #: (how, what, ref): how is ``returns`` or ``keeps``; ref is ``!torch.empty`` for a
+    #: direct allocation or a call text to resolve. No line numbers anywhere: a summary
+    #: changes only when what the file defines or calls changes.
+    allocs: list[tuple[str, str, str]] = field(default_factory=list)
+    #: (call text, region), each once: region is ``inference``, ``guarded`` or "".
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    #: (parameter, position, stored into): factory parameters whose result is kept.
+    factories: list[tuple[str, int, str]] = field(default_factory=list)
+    #: local name -> constructor call text (``reg = Registry()``), to resolve ``reg.get``.
+    types: dict[str, str] = field(default_factory=dict)
+    #: how many direct allocator calls the body makes (where a site can be)
+    alloc_calls: int = 0
+
+    def to_data(self) -> tuple[object, ...]:
+        return (
+            self.qual, self.kind, self.cls, self.mode, self.cached, self.params,
+            self.bases, self.allocs, self.calls, self.factories, self.types, self.alloc_calls,
+        )  # fmt: skip
+
+    @classmethod
+    def from_data(cls, data: tuple[object, ...]) -> DefSummary:
+        return cls(*data)  # type: ignore[arg-type]
+
+
+@dataclass
+class FileSummary:
+    path: str
+    module: str
+    is_package: bool
+    imports: dict[str, str]  # local name -> qualified name (relative imports resolved)
+    defs: dict[str, DefSummary]
+    instances: dict[str, str] = field(default_factory=dict)  # module var -> constructor text
+    error: str | None = None  # Python's syntax error, when the file does not parse
+
+    def to_data(self) -> tuple[object, ...]:
+        return (
+            self.path,
+            self.module,
+            self.is_package,
+            self.imports,
+            [d.to_data() for d in self.defs.values()],
+            self.instances,
+            self.error,
+        )
+
+    @classmethod
+    def from_data(cls, data: tuple[object, ...]) -> FileSummary:
+        path, module, is_package, imports, defs, instances, error = data
+        parsed = [DefSummary.from_data(d) for d in defs]  # type: ignore[attr-defined]
+        return cls(
+            path,  # type: ignore[arg-type]
+            module,  # type: ignore[arg-type]
+            is_package,  # type: ignore[arg-type]
+            imports,  # type: ignore[arg-type]
+            {d.qual: d for d in parsed},
+            instances,  # type: ignore[arg-type]
+            error,  # type: ignore[arg-type]
+        )
+
+
+def module_name(path: str) -> tuple[str, bool]:
+    """The dotted module name of a file: its folders up to the first one whose name is
+    not an identifier (or the filesystem root), so that namespace packages (folders
+    without ``__init__.py``) keep their full name; the index also answers to every
+    shorter tail of it (``pkg.mod`` for ``src.pkg.mod``)."""
+    path = os.path.abspath(path)
+    directory, filename = os.path.split(path)
+    stem = filename[:-3] if filename.endswith(".py") else filename
+    is_package = stem == "__init__"
+    parts = [] if is_package else [stem]
+    while True:
+        parent, name = os.path.split(directory)
+        if not name or not name.isidentifier() or parent == directory:
+            break
+        parts.append(name)
+        directory = parent
+    parts.reverse()
+    return ".".join(parts) or stem, is_package
+
+
+def _dotted(node: ast.expr) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+@dataclass
+class _Scope:
+    summary: DefSummary
+    self_name: str | None
+    params: set[str]
+    assigned: dict[str, list[ast.expr]] = field(default_factory=dict)
+    returns: list[tuple[ast.expr, str, int]] = field(default_factory=list)
+    keeps: list[tuple[str, ast.expr, str, int]] = field(default_factory=list)
+    #: (store text, value, region) of stores into storage that outlives the call
+    stores: list[tuple[str, ast.expr, str]] = field(default_factory=list)
+    globals: set[str] = field(default_factory=set)
+    calls: set[tuple[str, str]] = field(default_factory=set)
+
+
+#: Nodes with nothing below them that the summary needs (names, constants, operators).
+_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, ast.unaryop,
+           ast.boolop, ast.alias, ast.Pass, ast.Break, ast.Continue)  # fmt: skip
+#: Fields never visited: annotations and type comments hold no calls that run.
+_SKIPPED_FIELDS = frozenset({"annotation", "returns", "type_comment", "type_params", "ctx"})
+
+
+class _FastVisitor:
+    """``ast.NodeVisitor`` without its per-node overheads: a dispatch table per class,
+    and no descent into leaves or annotations (this walk is over every checked file)."""
+
+    _table: dict[type, str]
+
+    def __init_subclass__(cls) -> None:
+        cls._table = {
+            getattr(ast, name[6:]): name
+            for name in dir(cls)
+            if name.startswith("visit_") and hasattr(ast, name[6:])
+        }
+
+    def visit(self, node: ast.AST) -> None:
+        name = self._table.get(type(node))
+        if name is not None:
+            getattr(self, name)(node)
+        elif not isinstance(node, _LEAVES):
+            self.generic_visit(node)
+
+    def generic_visit(self, node: ast.AST) -> None:
+        visit = self.visit
+        for field_name in node._fields:
+            if field_name in _SKIPPED_FIELDS:
+                continue
+            value = getattr(node, field_name, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST) and not isinstance(item, _LEAVES):
+                        visit(item)
+            elif isinstance(value, ast.AST) and not isinstance(value, _LEAVES):
+                visit(value)
+
+
+class _Summarizer(_FastVisitor):
+    """One walk over a module's ``ast`` tree; see :class:`DefSummary` for what it keeps."""
+
+    def __init__(self, module: str, is_package: bool, options: AnalysisOptions) -> None:
+        self.module = module
+        self.is_package = is_package
+        self.options = options
+        self.imports: dict[str, str] = {}
+        self.defs: dict[str, DefSummary] = {}
+        self.instances: dict[str, str] = {}
+        top = DefSummary(MODULE_SCOPE, "module")
+        self.defs[MODULE_SCOPE] = top
+        self.scopes: list[_Scope] = [_Scope(top, None, set())]
+        self.classes: list[str | None] = [None]  # the class whose body is being visited
+        self.region = ""
+        self.cond = 0  # depth of conditional code (if, except, ``or``): lazy stores
+
+    # ---- names
+
+    def qualify(self, text: str) -> str:
+        head, _, rest = text.partition(".")
+        target = self.imports.get(head)
+        if target is None:
+            return text
+        return f"{target}.{rest}" if rest else target
+
+    def _relative(self, level: int, module: str | None) -> str:
+        if level == 0:
+            return module or ""
+        parts = self.module.split(".")
+        base = parts if self.is_package else parts[:-1]
+        base = base[: len(base) - (level - 1)] if level > 1 else base
+        return ".".join([*base, module] if module else base)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            if alias.asname:
+                self.imports[alias.asname] = alias.name
+            else:
+                head = alias.name.split(".", 1)[0]
+                self.imports[head] = head
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = self._relative(node.level, node.module)
+        for alias in node.names:
+            if alias.name == "*":
+                continue
+            self.imports[alias.asname or alias.name] = (
+                f"{base}.{alias.name}" if base else alias.name
+            )
+
+    def mode_of(self, expr: ast.expr) -> str:
+        """``inference``, ``guarded`` or "" for a ``with`` item or a decorator."""
+        func = expr.func if isinstance(expr, ast.Call) else expr
+        text = _dotted(func)
+        if text is None:
+            return ""
+        q = self.qualify(text)
+        opts = self.options
+        if _matches(q, opts.extra_guards):
+            return "guarded"
+        if _matches(q, opts.inference_mode_regions):
+            return "inference"
+        if q not in _INFERENCE_MODE:
+            return ""
+        if not isinstance(expr, ast.Call):
+            return "inference"  # bare ``@torch.inference_mode``
+        arg: ast.expr | None = expr.args[0] if expr.args else None
+        for kw in expr.keywords:
+            if kw.arg == "mode":
+                arg = kw.value
+        if arg is None:
+            return "inference"
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, (bool, int)):
+            return "inference" if arg.value else "guarded"
+        return ""
+
+    def call_text(self, func: ast.expr) -> str:
+        """How a call's callee is recorded: a dotted text, ``super().m``, or ``?name``."""
+        scope = self.scopes[-1]
+        text = _dotted(func)
+        if text is not None:
+            head, _, rest = text.partition(".")
+            if scope.self_name is not None and head == scope.self_name:
+                return f"self.{rest}" if rest else "self"
+            return text
+        if (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Call)
+            and isinstance(func.value.func, ast.Name)
+            and func.value.func.id == "super"
+        ):
+            return f"super().{func.attr}"
+        if isinstance(func, ast.Attribute):
+            return "?" + func.attr
+        return "?"
+
+    def is_allocator(self, node: ast.Call) -> str | None:
+        if _zero_elements(node):
+            return None  # ``torch.empty(0)``: a placeholder, as the model sees it
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in TENSOR_NEW_METHODS:
+            return "." + func.attr
+        text = _dotted(func)
+        if text is None:
+            return None
+        q = self.qualify(text)
+        head, _, rest = q.partition(".")
+        if head == "torch" and rest in TORCH_FACTORIES:
+            return q
+        if self.options.extra_allocators and _matches(q, self.options.extra_allocators):
+            return q
+        return None
+
+    # ---- scopes
+
+    def _def(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        parent = self.scopes[-1]
+        cls = self.classes[-1]
+        parent_qual = parent.summary.qual if parent.summary.kind == "function" else ""
+        prefix = cls if cls is not None else parent_qual
+        qual = f"{prefix}.{node.name}" if prefix else node.name
+        mode = ""
+        cached = False
+        static = False
+        for dec in node.decorator_list:
+            m = self.mode_of(dec)
+            if m and not mode:
+                mode = m
+            target = _dotted(dec.func if isinstance(dec, ast.Call) else dec) or ""
+            q = self.qualify(target)
+            last = q.rsplit(".", 1)[-1]
+            if (
+                q in _CACHE_DECORATORS
+                or "cache" in last.lower()
+                or _matches(q, self.options.extra_cache_decorators)
+            ):
+                cached = True
+            static = static or last == "staticmethod"
+        args = node.args
+        positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+        self_name = positional[0] if cls is not None and positional and not static else None
+        params = positional[1:] if self_name is not None else positional
+        summary = DefSummary(qual, "function", cls or "", mode, cached, tuple(params))
+        self.defs[qual] = summary
+        all_params = set(positional) | {a.arg for a in args.kwonlyargs}
+        for star in (args.vararg, args.kwarg):
+            if star is not None:
+                all_params.add(star.arg)
+        if cls is None and parent.summary.kind == "function":
+            self_name = parent.self_name  # a closure inside a method sees ``self``
+        scope = _Scope(summary, self_name, all_params)
+        for dec in node.decorator_list:
+            self.visit(dec)
+        self.scopes.append(scope)
+        self.classes.append(None)
+        saved, self.region = self.region, ""
+        for stmt in node.body:
+            self.visit(stmt)
+        self.region = saved
+        self.classes.pop()
+        self.scopes.pop()
+        self._finish(scope)
+
+    visit_FunctionDef = _def
+    visit_AsyncFunctionDef = _def
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        parent = self.scopes[-1]
+        outer = self.classes[-1]
+        parent_qual = parent.summary.qual if parent.summary.kind == "function" else ""
+        # Named as the LibCST model names a method's class: the enclosing function, if
+        # any, and the class's own name (a class nested in a class drops the outer one).
+        qual = f"{parent_qual}.{node.name}" if parent_qual else node.name
+        del outer
+        bases = tuple(t for t in (_dotted(b) for b in node.bases) if t)
+        self.defs[qual] = DefSummary(qual, "class", bases=bases)
+        for dec in node.decorator_list:
+            self.visit(dec)
+        for b in node.bases:
+            self.visit(b)
+        self.classes.append(qual)
+        for stmt in node.body:
+            self.visit(stmt)
+        self.classes.pop()
+
+    def _conditional(self, node: ast.AST) -> None:
+        self.cond += 1
+        self.generic_visit(node)
+        self.cond -= 1
+
+    visit_If = _conditional
+    visit_IfExp = _conditional
+    visit_BoolOp = _conditional
+    visit_ExceptHandler = _conditional
+    visit_While = _conditional
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.visit(node.body)  # calls in a lambda are made by its scope, later
+
+    def visit_Global(self, node: ast.Global) -> None:
+        self.scopes[-1].globals.update(node.names)
+
+    visit_Nonlocal = visit_Global
+
+    # ---- regions
+
+    def _with(self, node: ast.With | ast.AsyncWith) -> None:
+        mode = ""
+        for item in node.items:
+            self.visit(item.context_expr)
+            mode = self.mode_of(item.context_expr) or mode
+        saved = self.region
+        if mode:
+            self.region = mode
+        for stmt in node.body:
+            self.visit(stmt)
+        self.region = saved
+
+    visit_With = _with
+    visit_AsyncWith = _with
+
+    # ---- calls, stores, returns
+
+    def visit_Call(self, node: ast.Call) -> None:
+        scope = self.scopes[-1]
+        text = self.call_text(node.func)
+        head = text.split(".", 1)[0]
+        if head not in _BUILTINS or head in self.imports or head in self.defs:
+            scope.calls.add((text, self.region))
+        if self.is_allocator(node) is not None:
+            scope.summary.alloc_calls += 1
+        if text in ("setattr",) and len(node.args) >= 3:
+            self._store(node.args[0], node.args[2], ".setattr")
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("setdefault", "__setitem__"):
+            if len(node.args) >= 2:
+                self._store(node.func.value, node.args[1], f".{node.func.attr}")
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer":
+            if len(node.args) >= 2 and _dotted(node.func.value) == scope.self_name:
+                name = node.args[0]
+                attr = str(name.value) if isinstance(name, ast.Constant) else "<buffer>"
+                scope.keeps.append((f"self.{attr}", node.args[1], self.region, node.lineno))
+        self.generic_visit(node)
+
+    def _root(self, target: ast.expr) -> str | None:
+        while isinstance(target, (ast.Attribute, ast.Subscript)):
+            target = target.value
+        return target.id if isinstance(target, ast.Name) else None
+
+    def _store(self, target: ast.expr, value: ast.expr, how: str) -> None:
+        scope = self.scopes[-1]
+        root = self._root(target)
+        if root is None:
+            return
+        if root not in scope.assigned or root in scope.globals:
+            text = ast.unparse(target)
+            if how in (".setdefault", ".__setitem__"):
+                text += "[...]"
+            if self.cond or how == ".setdefault":
+                scope.stores.append((text, value, self.region))
+
+    def _assign(self, target: ast.expr, value: ast.expr | None, line: int) -> None:
+        scope = self.scopes[-1]
+        if isinstance(target, ast.Name):
+            if value is not None:
+                if scope.summary.kind == "module" and self.classes[-1] is None:
+                    if isinstance(value, ast.Call):
+                        ctor = _dotted(value.func)
+                        if ctor:
+                            self.instances[target.id] = ctor
+                elif isinstance(value, ast.Call):
+                    ctor = _dotted(value.func)
+                    if ctor:
+                        scope.summary.types[target.id] = ctor
+                scope.assigned.setdefault(target.id, []).append(value)
+            if target.id in scope.globals and value is not None and self.cond:
+                scope.stores.append((target.id, value, self.region))
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            values: list[ast.expr | None]
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+                values = list(value.elts)
+            else:
+                values = [None] * len(target.elts)
+            for t, v in zip(target.elts, values, strict=False):
+                self._assign(t, v, line)
+        elif isinstance(target, ast.Starred):
+            self._assign(target.value, None, line)
+        elif isinstance(target, (ast.Attribute, ast.Subscript)) and value is not None:
+            root = self._root(target)
+            if (
+                isinstance(target, ast.Attribute)
+                and root is not None
+                and root == scope.self_name
+                and isinstance(target.value, ast.Name)
+            ):
+                scope.keeps.append((f"self.{target.attr}", value, self.region, line))
+                if isinstance(value, ast.Call):
+                    ctor = _dotted(value.func)
+                    if ctor:
+                        scope.summary.types[f"self.{target.attr}"] = ctor
+            self._store(target, value, "=")
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.visit(node.value)
+        for t in node.targets:
+            self._assign(t, node.value, node.lineno)
+            self.visit(t)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+        self._assign(node.target, node.value, node.lineno)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.visit(node.value)
+        self._assign(node.target, node.value, node.lineno)
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self._assign(node.target, None, node.lineno)
+        self.generic_visit(node)
+
+    visit_AsyncFor = visit_For
+
+    def visit_Return(self, node: ast.Return) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+            self.scopes[-1].returns.append((node.value, self.region, node.lineno))
+
+    # ---- what a scope allocates
+
+    def refs(self, expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) -> set[str]:
+        """What the value of ``expr`` may come from: ``!torch.empty`` (an allocation),
+        ``#param`` (a call of a parameter) or a call text to resolve later."""
+        out: set[str] = set()
+        stack = [expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, ast.Call):
+                direct = self.is_allocator(e)
+                if direct is not None:
+                    out.add("!" + direct)
+                    continue
+                func = e.func
+                if isinstance(func, ast.Name) and func.id in scope.params:
+                    out.add("#" + func.id)
+                    continue
+                text = _dotted(func)
+                if text is not None and self.qualify(text) in _WRAPPERS and e.args:
+                    stack.append(e.args[0])
+                    continue
+                if isinstance(func, ast.Name) or (text is not None and "." in text):
+                    out.add(self.call_text(func))
+                if isinstance(func, ast.Attribute) and func.attr not in _NON_TENSOR_METHODS:
+                    stack.append(func.value)  # ``torch.empty(n).fill_(x)``
+            elif isinstance(e, ast.Name):
+                if e.id in seen or e.id in scope.globals:
+                    continue
+                for v in scope.assigned.get(e.id, ()):
+                    out |= self.refs(v, scope, seen | {e.id})
+            elif isinstance(e, (ast.Tuple, ast.List, ast.Set)):
+                stack.extend(e.elts)
+            elif isinstance(e, ast.Dict):
+                stack.extend(v for v in e.values if v is not None)
+            elif isinstance(e, ast.IfExp):
+                stack.extend((e.body, e.orelse))
+            elif isinstance(e, ast.BoolOp):
+                stack.extend(e.values)
+            elif isinstance(e, ast.BinOp):
+                stack.extend((e.left, e.right))
+            elif isinstance(e, (ast.UnaryOp,)):
+                stack.append(e.operand)
+            elif isinstance(e, (ast.Subscript, ast.Starred, ast.NamedExpr)):
+                stack.append(e.value)
+        return out
+
+    def _finish(self, scope: _Scope) -> None:
+        s = scope.summary
+        s.calls = sorted(scope.calls)
+        unguarded = s.mode != "guarded"
+        for value, region, _line in scope.returns:
+            if region == "guarded" or not unguarded:
+                continue
+            for ref in sorted(self.refs(value, scope)):
+                if not ref.startswith("#"):
+                    s.allocs.append(("returns", "", ref))
+        for what, value, region, _line in scope.keeps:
+            if region == "guarded" or not unguarded:
+                continue
+            for ref in sorted(self.refs(value, scope)):
+                if not ref.startswith("#"):
+                    s.allocs.append(("keeps", what, ref))
+        positions = {p: i for i, p in enumerate(s.params)}
+        if s.qual.rsplit(".", 1)[-1] in _CONSTRUCTORS:
+            return  # construction, not a get-or-create helper
+        for text, value, region in scope.stores:
+            if region == "guarded" or not unguarded:
+                continue
+            for ref in self.refs(value, scope):
+                name = ref[1:]
+                if ref.startswith("#") and name != scope.self_name:
+                    s.factories.append((name, positions.get(name, -1), text))
+
+
+_SIZED = TORCH_FACTORIES - {"arange", "tensor", "linspace", "eye", "randint"} | TENSOR_NEW_METHODS
+
+
+def _zero_elements(node: ast.Call) -> bool:
+    """A sized factory with a literal 0 in its size (the model's rule, on ``ast``)."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name not in _SIZED or name.endswith("_like") or not node.args:
+        return False
+    first = node.args[0]
+    dims = first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]
+    return any(isinstance(d, ast.Constant) and d.value == 0 and d.value is not False for d in dims)
+
+
+def _module_level_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
+    for stmt in body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            yield stmt
+        elif isinstance(stmt, ast.If):
+            yield from _module_level_imports(stmt.body)
+            yield from _module_level_imports(stmt.orelse)
+        elif isinstance(stmt, ast.Try):
+            yield from _module_level_imports(stmt.body)
+            for h in stmt.handlers:
+                yield from _module_level_imports(h.body)
+            yield from _module_level_imports(stmt.orelse)
+
+
+def _matches(qualified: str, configured: frozenset[str]) -> bool:
+    if not configured:
+        return False
+    if qualified in configured or qualified.rsplit(".", 1)[-1] in configured:
+        return True
+    return any(qualified.endswith("." + c) for c in configured if "." in c)
+
+
+def summarize(
+    path: str, text: str, options: AnalysisOptions, tree: ast.Module | None = None
+) -> FileSummary:
+    """The summary of one file (``tree``: its ``ast``, when the caller has it already)."""
+    module, is_package = module_name(path) if path != "-" else ("__stdin__", False)
+    if tree is None:
+        try:
+            tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+            return FileSummary(path, module, is_package, {}, {}, error=type(exc).__name__)
+    s = _Summarizer(module, is_package, options)
+    # Module-level imports bind names for every function, wherever they stand; imports
+    # inside functions are bound as the walk meets them.
+    for node in _module_level_imports(tree.body):
+        s.visit(node)
+    for stmt in tree.body:
+        s.visit(stmt)
+    s._finish(s.scopes[0])
+    return FileSummary(path, module, is_package, s.imports, s.defs, s.instances)
+
+
+# --------------------------------------------------------------------------------- facts
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What the project index says about one file, in the file's own call texts.
+
+    Keys are call texts as the model spells them: ``make_buf``, ``mod.Wrapper``, and
+    ``Class|self.method`` for calls on ``self`` inside ``Class``.
+    """
+
+    #: call text -> (the chain that allocates, whether the result is an object)
+    allocators: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    #: call text -> (factory position, factory parameter, helper, where it stores)
+    helpers: dict[str, tuple[int, str, str, str]] = field(default_factory=dict)
+    #: function qualname -> why every caller guards it
+    covered: dict[str, str] = field(default_factory=dict)
+
+    def to_data(self) -> tuple[object, ...]:
+        return (self.allocators, self.helpers, self.covered)
+
+    @classmethod
+    def from_data(cls, data: tuple[object, ...]) -> FileFacts:
+        allocators, helpers, covered = data
+        return cls(
+            {k: tuple(v) for k, v in allocators.items()},  # type: ignore[attr-defined]
+            {k: tuple(v) for k, v in helpers.items()},  # type: ignore[attr-defined]
+            dict(covered),  # type: ignore[call-overload]
+        )
+
+    def key(self) -> str:
+        text = repr(
+            (
+                sorted(self.allocators.items()),
+                sorted(self.helpers.items()),
+                sorted(self.covered.items()),
+            )
+        )
+        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+    def __bool__(self) -> bool:
+        return bool(self.allocators or self.helpers or self.covered)
+
+
+NO_FACTS = FileFacts()
+
+
+def summary_digest(data: object) -> str:
+    """A digest of a summary's data: equal digests, equal project facts."""
+    import marshal
+
+    return hashlib.blake2b(marshal.dumps(data), digest_size=12).hexdigest()  # type: ignore[arg-type]
+
+
+#: A resolved callable: (module, qualname).
+Target = tuple[str, str]
+
+
+@dataclass
+class Reach:
+    """Whether an inference-mode region can reach a function, and how."""
+
+    armed: bool
+    path: list[str]  # region owner first, the site's function last
+    unresolved: int  # unresolved calls that might lead to the function, when no path
+
+    def text(self) -> str:
+        if self.armed:
+            return " -> ".join(self.path)
+        return f"no path found ({self.unresolved} unresolved calls)"
+
+
+class ProjectIndex:
+    """All summaries of a run, joined: resolution, allocators, call graph."""
+
+    def __init__(self, summaries: Iterable[FileSummary]) -> None:
+        self.files: dict[str, FileSummary] = {}
+        self.modules: dict[str, FileSummary] = {}
+        tails: dict[str, FileSummary | None] = {}
+        for s in summaries:
+            self.files[s.path] = s
+            if s.error is None:
+                self.modules.setdefault(s.module, s)
+                parts = s.module.split(".")
+                for i in range(1, len(parts)):
+                    tail = ".".join(parts[i:])
+                    # A tail two files share names neither.
+                    tails[tail] = s if tail not in tails else None
+        for tail, owner in tails.items():
+            if owner is not None and tail not in self.modules:
+                self.modules[tail] = owner
+        self.roots = {m.split(".", 1)[0] for m in self.modules}
+        self.summaries = list({id(s): s for s in self.modules.values()}.values())
+        self._alloc: dict[Target, tuple[str, bool]] = {}
+        self._helpers: dict[Target, tuple[int, str, str]] = {}
+        self.callers: dict[Target, list[tuple[Target, str]]] = {}
+        self.unresolved: dict[str, int] = {}
+        self.unresolved_total = 0
+        self._resolved: dict[tuple[str, str, str], Target | None] = {}
+        self._build()
+
+    # ---- resolution
+
+    def _in_module(self, module: str, parts: list[str], depth: int) -> Target | None:
+        s = self.modules.get(module)
+        if s is None or not parts or depth > 8:
+            return None
+        qual = parts[0]
+        if qual in s.defs and s.defs[qual].kind != "module":
+            for part in parts[1:]:
+                nxt = f"{qual}.{part}"
+                if nxt in s.defs:
+                    qual = nxt
+                elif s.defs[qual].kind == "class":
+                    found = self._method(module, qual, part, depth + 1)
+                    return found
+                else:
+                    return None
+            return (s.module, qual)
+        if qual in s.imports:
+            return self._dotted(s.imports[qual] + "".join("." + p for p in parts[1:]), depth + 1)
+        if qual in s.instances and len(parts) == 2:
+            cls = self._resolve_in(s, None, s.instances[qual], depth + 1)
+            if cls is not None and self._kind(cls) == "class":
+                return self._method(cls[0], cls[1], parts[1], depth + 1)
+        return None
+
+    def _dotted(self, full: str, depth: int = 0) -> Target | None:
+        parts = full.split(".")
+        for i in range(len(parts), 0, -1):
+            module = ".".join(parts[:i])
+            if module in self.modules:
+                return self._in_module(module, parts[i:], depth)
+        return None
+
+    def _kind(self, target: Target) -> str:
+        s = self.modules.get(target[0])
+        d = s.defs.get(target[1]) if s is not None else None
+        return d.kind if d is not None else ""
+
+    def _method(self, module: str, cls: str, name: str, depth: int = 0) -> Target | None:
+        """``cls.name`` looked up in the class and its resolvable bases (in order)."""
+        if depth > 8:
+            return None
+        s = self.modules.get(module)
+        if s is None:
+            return None
+        if f"{cls}.{name}" in s.defs:
+            return (s.module, f"{cls}.{name}")
+        d = s.defs.get(cls)
+        for base in d.bases if d is not None else ():
+            b = self._resolve_in(s, None, base, depth + 1)
+            if b is not None and self._kind(b) == "class":
+                found = self._method(b[0], b[1], name, depth + 1)
+                if found is not None:
+                    return found
+        return None
+
+    def _is_external(self, s: FileSummary, text: str) -> bool:
+        head = text.split(".", 1)[0]
+        if head in s.imports:
+            return s.imports[head].split(".", 1)[0] not in self.roots
+        return head in _BUILTINS and head not in s.defs
+
+    def _resolve_in(
+        self, s: FileSummary, d: DefSummary | None, text: str, depth: int = 0
+    ) -> Target | None:
+        if text.startswith("?") or depth > 8:
+            return None
+        if text.startswith("super()."):
+            cls = d.cls if d is not None else ""
+            cd = s.defs.get(cls)
+            for base in cd.bases if cd is not None else ():
+                b = self._resolve_in(s, None, base, depth + 1)
+                if b is not None:
+                    found = self._method(b[0], b[1], text[8:], depth + 1)
+                    if found is not None:
+                        return found
+            return None
+        parts = text.split(".")
+        if parts[0] == "self" and d is not None and d.cls:
+            if len(parts) == 2:
+                return self._method(s.module, d.cls, parts[1], depth + 1)
+            if len(parts) == 3:
+                holder = self._class_of(s, d, f"self.{parts[1]}", depth)
+                if holder is not None:
+                    return self._method(holder[0], holder[1], parts[2], depth + 1)
+            return None
+        if d is not None and parts[0] in d.types and len(parts) == 2:
+            holder = self._resolve_in(s, None, d.types[parts[0]], depth + 1)
+            if holder is not None and self._kind(holder) == "class":
+                return self._method(holder[0], holder[1], parts[1], depth + 1)
+            return None
+        if parts[0] in s.defs and s.defs[parts[0]].kind != "module":
+            return self._in_module(s.module, parts, depth + 1)
+        if parts[0] in s.imports or parts[0] in s.instances:
+            return self._in_module(s.module, parts, depth + 1)
+        return None
+
+    def _class_of(self, s: FileSummary, d: DefSummary, attr: str, depth: int) -> Target | None:
+        """The class of ``self.attr``, from a constructor call stored there in the class."""
+        for other in s.defs.values():
+            if other.cls == d.cls and attr in other.types:
+                c = self._resolve_in(s, other, other.types[attr], depth + 1)
+                if c is not None and self._kind(c) == "class":
+                    return c
+        return None
+
+    def resolve(self, s: FileSummary, d: DefSummary, text: str) -> Target | None:
+        own = text.startswith(("self.", "super()")) or text.split(".", 1)[0] in d.types
+        key = (s.path, d.qual if own else "", text)
+        if key in self._resolved:
+            return self._resolved[key]
+        target = self._resolve_in(s, d, text)
+        self._resolved[key] = target
+        return target
+
+    # ---- building
+
+    def _build(self) -> None:
+        self._find_allocators()
+        self._find_helpers()
+        for s in self.summaries:
+            for d in s.defs.values():
+                caller = (s.module, d.qual)
+                for text, region in d.calls:
+                    target = self.resolve(s, d, text)
+                    if target is None:
+                        if not self._is_external(s, text):
+                            name = text.rsplit(".", 1)[-1].lstrip("?")
+                            if name:
+                                self.unresolved[name] = self.unresolved.get(name, 0) + 1
+                                self.unresolved_total += 1
+                        continue
+                    if self._kind(target) == "class":
+                        init = self._method(target[0], target[1], "__init__")
+                        if init is None:
+                            continue
+                        target = init
+                    self.callers.setdefault(target, []).append((caller, region or d.mode))
+
+    def _short(self, target: Target) -> str:
+        return target[1]
+
+    def _find_allocators(self) -> None:
+        """Callables whose call allocates a tensor that outlives it, to a fixed point."""
+        pending: list[tuple[FileSummary, DefSummary]] = []
+        for s in self.summaries:
+            for d in s.defs.values():
+                constructor = bool(d.cls) and d.qual.rsplit(".", 1)[-1] in _CONSTRUCTORS
+                if d.kind == "function" and (d.allocs or constructor) and not d.cached:
+                    pending.append((s, d))
+        changed = True
+        while changed:
+            changed = False
+            for s, d in pending:
+                target = (s.module, d.qual)
+                if target in self._alloc:
+                    continue
+                chain = self._alloc_chain(s, d)
+                if chain is None:
+                    continue
+                method = d.qual.rsplit(".", 1)[-1]
+                if d.cls and method in _CONSTRUCTORS:
+                    cls_target = (s.module, d.cls)
+                    if cls_target not in self._alloc:
+                        self._alloc[cls_target] = (chain, True)
+                    self._alloc[target] = (chain, True)
+                    changed = True
+                elif any(how == "returns" for how, *_ in d.allocs):
+                    returns = self._alloc_chain(s, d, only="returns")
+                    if returns is not None:
+                        self._alloc[target] = (returns, False)
+                        changed = True
+            # Classes whose base class allocates (an inherited or super() constructor).
+            for s in self.summaries:
+                for d in s.defs.values():
+                    target = (s.module, d.qual)
+                    if d.kind != "class" or target in self._alloc:
+                        continue
+                    for base in d.bases:
+                        b = self._resolve_in(s, None, base)
+                        if b is not None and b in self._alloc and self._kind(b) == "class":
+                            chain = f"{d.qual} extends {b[1]}: {self._alloc[b][0]}"
+                            self._alloc[target] = (chain, True)
+                            changed = True
+                            break
+
+    def _alloc_chain(self, s: FileSummary, d: DefSummary, only: str | None = None) -> str | None:
+        method = d.qual.rsplit(".", 1)[-1]
+        constructor = bool(d.cls) and method in _CONSTRUCTORS
+        best: str | None = None
+        for how, what, ref in d.allocs:
+            if only is not None and how != only:
+                continue
+            if how == "keeps" and not constructor:
+                continue
+            step = f"{d.qual} allocates {what}" if how == "keeps" else f"{d.qual} returns a tensor"
+            if ref.startswith("!"):
+                chain = f"{step} via {ref[1:]}"
+            else:
+                target = self.resolve(s, d, ref)
+                if target is None or target not in self._alloc:
+                    continue
+                inner, _ = self._alloc[target]
+                kind = self._kind(target)
+                call = f"{target[1]}(...)" if kind == "class" else f"{target[1]}()"
+                chain = f"{step} from {call} -> {inner}"
+            if best is None or len(chain) < len(best):
+                best = chain
+        if constructor and best is None and only is None:
+            # A constructor that calls a method of its own class that keeps a tensor.
+            for text, region in d.calls:
+                if region == "guarded" or not text.startswith("self."):
+                    continue
+                target = self.resolve(s, d, text)
+                if target is None:
+                    continue
+                ts = self.modules[target[0]]
+                td = ts.defs[target[1]]
+                for how, what, ref in td.allocs:
+                    if how == "keeps" and ref.startswith("!"):
+                        return f"{d.qual} allocates {what} in {td.qual} via {ref[1:]}"
+        return best
+
+    def _find_helpers(self) -> None:
+        for s in self.summaries:
+            for d in s.defs.values():
+                for param, position, stored in d.factories:
+                    self._helpers[(s.module, d.qual)] = (position, param, stored)
+                    break
+
+    def allocating_count(self) -> int:
+        return len(self._alloc)
+
+    # ---- per-file facts
+
+    def facts(self, path: str) -> FileFacts:
+        s = self.files.get(path)
+        if s is None or s.error is not None:
+            return NO_FACTS
+        allocators: dict[str, tuple[str, bool]] = {}
+        helpers: dict[str, tuple[int, str, str, str]] = {}
+        for d in s.defs.values():
+            for text, _region in d.calls:
+                target = self.resolve(s, d, text)
+                if target is None:
+                    continue
+                key = _fact_key(d, text, s)
+                if key is None:
+                    continue
+                if target in self._alloc and target != (s.module, d.qual):
+                    allocators[key] = self._alloc[target]
+                helper = self._helpers.get(target)
+                if helper is not None:
+                    position, param, stored = helper
+                    helpers[key] = (position, param, target[1], stored)
+        covered: dict[str, str] = {}
+        site_keys = allocators.keys() | helpers.keys()
+        for d in s.defs.values():
+            if d.kind != "function":
+                continue
+            if not d.alloc_calls and not any(_fact_key(d, t, s) in site_keys for t, *_ in d.calls):
+                continue  # no allocation in it: no site to cover
+            why = self.covered((s.module, d.qual))
+            if why is not None:
+                covered[d.qual] = why
+        return FileFacts(allocators, helpers, covered)
+
+    # ---- reach
+
+    def target_of(self, path: str, function: str) -> Target | None:
+        s = self.files.get(path)
+        if s is None or function not in s.defs:
+            return None
+        return (s.module, function)
+
+    def reach(self, target: Target, limit: int = 20000) -> Reach:
+        """A shortest call path from an inference-mode region to ``target``."""
+        s = self.modules.get(target[0])
+        d = s.defs.get(target[1]) if s is not None else None
+        if d is not None and d.mode == "inference":
+            return Reach(True, [f"{target[1]} [inference_mode]"], 0)
+        parent: dict[Target, Target | None] = {target: None}
+        queue = deque([target])
+        unresolved = 0
+        found: Target | None = None
+        while queue and found is None and len(parent) < limit:
+            node = queue.popleft()
+            unresolved += self.unresolved.get(node[1].rsplit(".", 1)[-1], 0)
+            for caller, region in self.callers.get(node, ()):
+                if region == "guarded" or caller in parent:
+                    continue
+                parent[caller] = node
+                if region == "inference":
+                    found = caller
+                    break
+                queue.append(caller)
+        if found is None:
+            return Reach(False, [], unresolved)
+        path: list[str] = []
+        cursor: Target | None = found
+        while cursor is not None:
+            label = cursor[1] if cursor[1] != MODULE_SCOPE else f"{cursor[0]} (module)"
+            path.append(label + (" [inference_mode]" if cursor == found else ""))
+            cursor = parent[cursor]
+        return Reach(True, path, 0)
+
+    def covered(self, target: Target) -> str | None:
+        """Why every call path to ``target`` passes through ``inference_mode(False)``,
+        or None. Calls the index cannot resolve to the function's name count against."""
+        name = target[1].rsplit(".", 1)[-1]
+        if self.unresolved.get(name, 0):
+            return None
+        guards: list[str] = []
+        seen: set[Target] = {target}
+        stack = [target]
+        while stack:
+            node = stack.pop()
+            callers = self.callers.get(node)
+            if not callers:
+                return None  # an entry point: nothing is known about its mode
+            for caller, region in callers:
+                if region == "guarded":
+                    path = self.modules[caller[0]].path
+                    guards.append(f"`{caller[1]}` ({path})")
+                    continue
+                if (
+                    self.unresolved.get(caller[1].rsplit(".", 1)[-1], 0)
+                    or caller[1] == MODULE_SCOPE
+                ):
+                    return None
+                if caller not in seen:
+                    seen.add(caller)
+                    stack.append(caller)
+        if not guards:
+            return None
+        return "every call path passes through `inference_mode(False)` in " + ", ".join(
+            sorted(set(guards))
+        )
+
+
+def _fact_key(d: DefSummary, text: str, s: FileSummary) -> str | None:
+    if text.startswith(("?", "super()")):
+        return None
+    if text.startswith("self."):
+        return f"{d.cls.rsplit('.', 1)[-1]}|{text}" if d.cls else None
+    return text
+
+
+def single_file_facts(path: str, text: str, options: AnalysisOptions) -> FileFacts:
+    """Facts for one file checked on its own (stdin, tests): the project is that file."""
+    summary = summarize(path, text, options)
+    return ProjectIndex([summary]).facts(path)
+
+
+def iter_defs(index: ProjectIndex) -> Iterator[tuple[FileSummary, DefSummary]]:
+    for s in index.modules.values():
+        yield from ((s, d) for d in s.defs.values())

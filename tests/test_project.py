@@ -1,0 +1,372 @@
+"""The project pass: allocating callables across files (IM003) and reach (armed sites)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from imlint.options import AnalysisOptions
+from imlint.project import ProjectIndex, module_name, summarize
+
+from .conftest import run_imlint
+
+# A package whose warm-up runs under inference mode and calls, through two modules,
+# into a lazy allocator (IM002) and a lazy store of a helper's result (IM003).
+PACKAGE = {
+    "pkg/__init__.py": "",
+    "pkg/kernels/__init__.py": "",
+    "pkg/kernels/scratch.py": """
+        import torch
+
+        _SPLIT = {}
+
+
+        def make_workspace(n):
+            return torch.empty(n, 64, dtype=torch.uint8)
+
+
+        def split_pages(kv, n):
+            if n not in _SPLIT:
+                _SPLIT[n] = torch.empty(n, 4096, dtype=torch.uint8)
+            return _SPLIT[n]
+        """,
+    "pkg/layers/__init__.py": "",
+    "pkg/layers/attention.py": """
+        from ..kernels import scratch
+        from ..kernels.scratch import make_workspace
+
+
+        class Attention:
+            def forward(self, kv, n):
+                if self._ws is None:
+                    self._ws = make_workspace(n)
+                return scratch.split_pages(kv, n)
+        """,
+    "pkg/runner.py": """
+        import torch
+
+        from pkg.layers.attention import Attention
+
+
+        class Runner:
+            def __init__(self):
+                self.attn = Attention()
+
+            def warmup(self, kv):
+                with torch.inference_mode():
+                    self.autotune(kv)
+
+            def autotune(self, kv):
+                self.attn.forward(kv, 16)
+        """,
+}
+
+
+def write_tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"))
+
+
+def check_json(root: Path, *args: str) -> list[dict]:
+    r = run_imlint("check", "pkg", "--output-format", "json", *args, cwd=root)
+    assert r.code in (0, 1), r.err
+    return json.loads(r.out)
+
+
+def by_line(items: list[dict]) -> dict[tuple[str, int], dict]:
+    return {(Path(d["path"]).name, d["line"]): d for d in items}
+
+
+def test_warmup_under_inference_mode_arms_sites_two_modules_away(tmp_path):
+    write_tree(tmp_path, PACKAGE)
+    found = by_line(check_json(tmp_path, "--no-cache"))
+    assert set(found) == {("scratch.py", 12), ("attention.py", 8)}
+    direct, hidden = found[("scratch.py", 12)], found[("attention.py", 8)]
+    assert direct["code"] == "IM002" and hidden["code"] == "IM003"
+    assert "make_workspace returns a tensor via torch.empty" in hidden["message"]
+    for d in (direct, hidden):
+        assert d["armed"] is True
+    assert direct["reach"] == (
+        "Runner.warmup [inference_mode] -> Runner.autotune -> Attention.forward -> split_pages"
+    )
+    assert (
+        hidden["reach"] == "Runner.warmup [inference_mode] -> Runner.autotune -> Attention.forward"
+    )
+
+
+def test_without_the_inference_mode_region_there_is_no_path(tmp_path):
+    files = dict(PACKAGE)
+    files["pkg/runner.py"] = PACKAGE["pkg/runner.py"].replace(
+        "with torch.inference_mode():", "if True:"
+    )
+    write_tree(tmp_path, files)
+    found = check_json(tmp_path, "--no-cache")
+    assert len(found) == 2
+    for d in found:
+        assert d["armed"] is False
+        assert d["reach"].startswith("no path found (") and d["reach"].endswith("unresolved calls)")
+
+
+def test_a_guarded_site_is_not_reported_at_all(tmp_path):
+    files = dict(PACKAGE)
+    files["pkg/layers/attention.py"] = (
+        PACKAGE["pkg/layers/attention.py"]
+        .replace(
+            "                    self._ws = make_workspace(n)",
+            "                    with torch.inference_mode(False):\n"
+            "                        self._ws = make_workspace(n)",
+        )
+        .replace(
+            "from ..kernels import scratch", "import torch\n\n        from ..kernels import scratch"
+        )
+    )
+    files["pkg/kernels/scratch.py"] = PACKAGE["pkg/kernels/scratch.py"].replace(
+        "                _SPLIT[n] = torch.empty(n, 4096, dtype=torch.uint8)",
+        "                with torch.inference_mode(False):\n"
+        "                    _SPLIT[n] = torch.empty(n, 4096, dtype=torch.uint8)",
+    )
+    write_tree(tmp_path, files)
+    assert check_json(tmp_path, "--no-cache") == []
+
+
+def test_a_guard_in_the_only_caller_counts_and_explain_reach_says_so(tmp_path):
+    files = dict(PACKAGE)
+    files["pkg/layers/attention.py"] = """
+        import torch
+
+        from ..kernels import scratch
+
+
+        class Attention:
+            def forward(self, kv, n):
+                with torch.inference_mode(False):
+                    return scratch.split_pages(kv, n)
+        """
+    write_tree(tmp_path, files)
+    assert check_json(tmp_path, "--no-cache") == []
+    r = run_imlint("check", "pkg", "--no-cache", "--explain-reach", cwd=tmp_path)
+    assert r.code == 0
+    line = next(x for x in r.out.splitlines() if "scratch.py:12:" in x)
+    assert "IM002 not reported: every call path passes through `inference_mode(False)`" in line
+    assert "`Attention.forward`" in line
+
+
+def test_an_unguarded_second_caller_keeps_the_site_reported(tmp_path):
+    files = dict(PACKAGE)
+    files["pkg/layers/attention.py"] = """
+        import torch
+
+        from ..kernels import scratch
+
+
+        class Attention:
+            def forward(self, kv, n):
+                with torch.inference_mode(False):
+                    return scratch.split_pages(kv, n)
+
+            def forward_eager(self, kv, n):
+                return scratch.split_pages(kv, n)
+        """
+    write_tree(tmp_path, files)
+    assert [(Path(d["path"]).name, d["line"]) for d in check_json(tmp_path, "--no-cache")] == [
+        ("scratch.py", 12)
+    ]
+
+
+def test_decorators_and_configured_regions_arm_sites(tmp_path):
+    files = dict(PACKAGE)
+    files["pkg/runner.py"] = """
+        import torch
+
+        from pkg.layers.attention import Attention
+        from pkg.utils import DynamicGradMode
+
+
+        class Runner:
+            def __init__(self):
+                self.attn = Attention()
+
+            @DynamicGradMode()
+            def forward_batch(self, kv):
+                self.attn.forward(kv, 16)
+        """
+    files["pkg/utils.py"] = "class DynamicGradMode:\n    pass\n"
+    write_tree(tmp_path, files)
+    assert {d["armed"] for d in check_json(tmp_path, "--no-cache")} == {False}
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.imlint]\ninference-mode-regions = ["pkg.utils.DynamicGradMode"]\n'
+    )
+    found = check_json(tmp_path, "--no-cache")
+    assert {d["armed"] for d in found} == {True}
+    assert all(d["reach"].startswith("Runner.forward_batch [inference_mode]") for d in found)
+
+
+def test_armed_findings_come_first_and_are_marked(tmp_path):
+    files = dict(PACKAGE)
+    files["pkg/aaa.py"] = """
+        import torch
+
+        _C = {}
+
+
+        def cold(n):
+            if n not in _C:
+                _C[n] = torch.zeros(n)
+            return _C[n]
+        """
+    write_tree(tmp_path, files)
+    r = run_imlint("check", "pkg", "--no-cache", "--no-show-source", cwd=tmp_path)
+    lines = [x for x in r.out.splitlines() if ": IM00" in x]
+    assert [x.split(":")[0].rsplit("/", 1)[-1] for x in lines] == [
+        "scratch.py",  # pkg/kernels/
+        "attention.py",  # pkg/layers/
+        "aaa.py",
+    ]
+    assert "[armed]" in lines[0] and "[armed]" not in lines[2]
+    assert "2 armed" in r.out
+
+
+def test_cache_follows_changes_in_other_files(tmp_path):
+    """The project facts of a file change when another file changes: no stale result."""
+    files = dict(PACKAGE)
+    files["pkg/runner.py"] = PACKAGE["pkg/runner.py"].replace(
+        "with torch.inference_mode():", "if True:"
+    )
+    write_tree(tmp_path, files)
+    cold = check_json(tmp_path)
+    assert {d["armed"] for d in cold} == {False}
+    assert check_json(tmp_path) == cold  # warm, unchanged
+    runner = tmp_path / "pkg/runner.py"
+    runner.write_text(runner.read_text() + "\n# a comment\n")  # same summary
+    assert check_json(tmp_path) == cold
+    write_tree(tmp_path, {"pkg/runner.py": PACKAGE["pkg/runner.py"]})  # a region appears
+    warm = check_json(tmp_path)
+    assert {d["armed"] for d in warm} == {True}
+    assert warm == check_json(tmp_path, "--no-cache")
+    # The helper stops allocating: the IM003 site in another file goes.
+    scratch = tmp_path / "pkg/kernels/scratch.py"
+    scratch.write_text(
+        scratch.read_text().replace(
+            "    return torch.empty(n, 64, dtype=torch.uint8)", "    return None"
+        )
+    )
+    after = check_json(tmp_path)
+    assert [d["code"] for d in after] == ["IM002"]
+    assert after == check_json(tmp_path, "--no-cache")
+
+
+def test_fast_path_equals_plain_path_with_the_project_pass(tmp_path):
+    write_tree(tmp_path, PACKAGE)
+    fast = check_json(tmp_path, "--no-cache")
+    plain = check_json(tmp_path, "--no-cache", "--no-fast", "-j", "1")
+    assert fast == plain and len(fast) == 2
+
+
+def test_fix_wraps_an_im003_site_found_through_another_module(tmp_path):
+    write_tree(tmp_path, PACKAGE)
+    r = run_imlint("fix", "pkg", "--no-cache", cwd=tmp_path)
+    assert r.code == 0, r.out + r.err
+    text = (tmp_path / "pkg/layers/attention.py").read_text()
+    assert "with torch.inference_mode(False):\n                self._ws = make_workspace(n)" in text
+    assert "import torch\n" in text
+    assert check_json(tmp_path, "--no-cache") == []
+
+
+def test_sarif_carries_reach(tmp_path):
+    write_tree(tmp_path, PACKAGE)
+    r = run_imlint("check", "pkg", "--no-cache", "--output-format", "sarif", cwd=tmp_path)
+    results = json.loads(r.out)["runs"][0]["results"]
+    assert {res["properties"]["armed"] for res in results} == {True}
+    assert all(" -> " in res["properties"]["reach"] for res in results)
+
+
+# ---------------------------------------------------------------------- the index itself
+
+
+def index_of(files: dict[str, str], root: Path) -> ProjectIndex:
+    write_tree(root, files)
+    return ProjectIndex(
+        summarize(str(root / name), textwrap.dedent(text).lstrip("\n"), AnalysisOptions())
+        for name, text in files.items()
+    )
+
+
+def test_module_names_follow_folders_also_without_init(tmp_path):
+    (tmp_path / "ns" / "sub").mkdir(parents=True)
+    name, is_package = module_name(str(tmp_path / "ns" / "sub" / "mod.py"))
+    assert name.endswith("ns.sub.mod") and not is_package
+    name, is_package = module_name(str(tmp_path / "ns" / "__init__.py"))
+    assert name.endswith(".ns") and is_package
+
+
+def test_index_resolves_reexports_bases_and_instances(tmp_path):
+    files = {
+        "lib/__init__.py": "from .impl import Workspace as Workspace\n",
+        "lib/impl.py": """
+            import torch
+
+            class Base:
+                def __init__(self, n):
+                    self._init_buffers(n)
+
+                def _init_buffers(self, n):
+                    self.buf = torch.empty(n)
+
+            class Workspace(Base):
+                pass
+
+            class Registry:
+                def get(self, key, factory):
+                    if key not in self._d:
+                        self._d[key] = factory()
+                    return self._d[key]
+
+            REGISTRY = Registry()
+            """,
+        "app.py": """
+            import lib
+            from lib.impl import REGISTRY
+
+            def use(n):
+                w = lib.Workspace(n)
+                return REGISTRY.get("k", lambda: None), w
+            """,
+    }
+    index = index_of(files, tmp_path)
+    facts = index.facts(str(tmp_path / "app.py"))
+    chain, is_object = facts.allocators["lib.Workspace"]
+    assert is_object
+    assert (
+        chain
+        == "Workspace extends Base: Base.__init__ allocates self.buf in Base._init_buffers via torch.empty"
+    )
+    position, param, helper, stored = facts.helpers["REGISTRY.get"]
+    assert (position, param, helper) == (1, "factory", "Registry.get")
+    assert "self._d" in stored
+
+
+def test_unresolved_calls_are_counted_by_name(tmp_path):
+    files = {
+        "m.py": """
+            import torch
+
+            _C = {}
+
+            def lazy(n):
+                if n not in _C:
+                    _C[n] = torch.empty(n)
+                return _C[n]
+
+            def caller(obj, n):
+                obj.lazy(n)
+                obj.other(n)
+            """
+    }
+    index = index_of(files, tmp_path)
+    target = index.target_of(str(tmp_path / "m.py"), "lazy")
+    assert target is not None
+    reach = index.reach(target)
+    assert not reach.armed and reach.text() == "no path found (1 unresolved calls)"
