@@ -70,6 +70,31 @@ def findings_of(args: list[str], cwd: Path) -> list[dict]:
     return json.loads(proc.stdout)
 
 
+def project_pass_steps(root: Path) -> dict[str, float]:
+    """Wall seconds of each step of one cold run (the project pass and the checks)."""
+    sys.path.insert(0, str(REPO))
+    from imlint.config import find_config, load_settings
+    from imlint.discovery import discover
+    from imlint.runner import RunStats, run_files
+
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        settings = load_settings(find_config(root / "sglang"))
+        files = discover(["sglang"], settings).files
+        stats = RunStats()
+        run_files(
+            files, settings, "check", jobs=2, fast=True, use_cache=False, debug=False, stats=stats
+        )
+    finally:
+        os.chdir(cwd)
+    print(
+        f"project index: {stats.indexed} files, {stats.allocating} allocating callables, "
+        f"{stats.unresolved_calls} unresolved calls"
+    )
+    return stats.timings
+
+
 def venv_tool(name: str, package: str) -> Path | None:
     """A tool installed in its own virtualenv under .cache/venvs (its deps may clash)."""
     venv = CACHE / "venvs" / name
@@ -151,6 +176,7 @@ def main() -> int:
     for j in ("1", "2"):
         wall, rss, _ = timed(imlint_cmd("sglang", "--no-cache", "-j", j), root)
         jobs.append((j, wall, rss))
+    steps = project_pass_steps(root)
 
     # Correctness guard: the fast path gives exactly the plain path's findings.
     start = time.perf_counter()
@@ -188,6 +214,13 @@ def main() -> int:
         )
     for j, wall, rss in jobs:
         print(f"  -j {j}: {wall:7.2f} s  peak {rss / 1024:.0f} MiB")
+    total = sum(steps.values())
+    print(
+        "cold run by step (in-process, no cache, -j 2): "
+        + ", ".join(f"{k} {v:.2f} s" for k, v in steps.items())
+        + f"; project pass (summaries + index + reach) {steps['summaries'] + steps['index'] + steps['reach']:.2f} s"
+        + f" = {100 * (steps['summaries'] + steps['index'] + steps['reach']) / total:.0f}% of {total:.2f} s"
+    )
     for label, wall, _ in peers:
         print(
             f"  {cold / wall if wall else 0:.3f} x {label} (imlint cold / peer): imlint is {wall / cold:.1f}x faster"

@@ -329,6 +329,12 @@ def run(
     if explain_reach and output_format == "text" and not statistics:
         for g in guarded:
             click.echo(f"{g.path}:{g.line}:{g.col}: {g.code} {g.message}")
+        if stats.indexed:
+            click.echo(
+                f"Project index: {plural(stats.indexed, 'file')}, "
+                f"{plural(stats.allocating, 'allocating callable')}, "
+                f"{plural(stats.unresolved_calls, 'unresolved call')}."
+            )
     if not quiet and output_format == "text":
         fixed = sum(o.fixed for o in outcomes)
         fixed_files = sum(1 for o in outcomes if o.fixed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,23 +100,37 @@ class Settings:
     # ---- paths
 
     def relative(self, path: str) -> str:
+        absolute = os.path.abspath(path)
+        root = str(self.root)
+        if absolute.startswith(root + os.sep):
+            return absolute[len(root) + 1 :].replace(os.sep, "/")
         try:
-            rel = os.path.relpath(os.path.abspath(path), self.root)
+            rel = os.path.relpath(absolute, self.root)
         except ValueError:  # another drive on Windows
             return path
         return rel.replace(os.sep, "/")
 
+    def _exclude_matchers(self) -> tuple[re.Pattern[str], re.Pattern[str] | None]:
+        """The exclude patterns as two regexes: on a base name or relative path, and
+        (for patterns with a slash) on anything below a matching folder."""
+        patterns = (*DEFAULT_EXCLUDE, *self.exclude, *self.extend_exclude)
+        cached = getattr(self, "_matchers", None)
+        if cached is not None and cached[0] == patterns:
+            return cached[1]
+        any_of = re.compile("|".join(fnmatch.translate(p) for p in patterns))
+        below = [fnmatch.translate(p.rstrip("/") + "/*") for p in patterns if "/" in p]
+        matchers = (any_of, re.compile("|".join(below)) if below else None)
+        self._matchers = (patterns, matchers)
+        return matchers
+
     def is_excluded(self, path: str) -> bool:
         """Whether a path (file or directory) matches an exclude pattern."""
-        patterns = (*DEFAULT_EXCLUDE, *self.exclude, *self.extend_exclude)
-        rel = self.relative(path)
+        any_of, below = self._exclude_matchers()
         name = os.path.basename(os.path.normpath(path))
-        for pat in patterns:
-            if fnmatch.fnmatchcase(name, pat) or fnmatch.fnmatchcase(rel, pat):
-                return True
-            if "/" in pat and fnmatch.fnmatchcase(rel, pat.rstrip("/") + "/*"):
-                return True
-        return False
+        if any_of.match(name):
+            return True
+        rel = self.relative(path)
+        return bool(any_of.match(rel) or (below is not None and below.match(rel)))
 
     def is_excluded_anywhere(self, path: str) -> bool:
         """Whether a path or any folder above it (inside the root) is excluded."""

@@ -22,6 +22,7 @@ import concurrent.futures as cf
 import contextlib
 import dataclasses
 import faulthandler
+import functools
 import hashlib
 import json
 import os
@@ -29,6 +30,7 @@ import re
 import signal
 import stat
 import tempfile
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,9 +141,8 @@ def digest_of(data: bytes) -> str:
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(settings: Settings, mode: str, fast: bool, debug: bool, phase: str) -> None:
+def _init_worker(settings: Settings, mode: str, fast: bool, debug: bool) -> None:
     _WORKER.update(
-        phase=phase,
         settings=settings,
         mode=mode,
         fast=fast,
@@ -159,9 +160,9 @@ def _linter() -> Any:
     return linter
 
 
-def _work(tasks: list[tuple[Any, ...]]) -> list[Any]:
+def _work(phase: str, tasks: list[tuple[Any, ...]]) -> list[Any]:
     _WORKER["hard"] = True  # in a worker process: a hard time limit may end it
-    task = _summarize_task if _WORKER["phase"] == "summarize" else _check_task
+    task = _summarize_task if phase == "summarize" else _check_task
     return [_guarded(args[0], task, args) for args in tasks]
 
 
@@ -381,6 +382,8 @@ class RunStats:
     allocating: int = 0
     unresolved_calls: int = 0
     index_rebuilt: bool = False
+    #: wall seconds per step: summaries, index (with facts), checks, reach
+    timings: dict[str, float] = field(default_factory=dict)
     facts: dict[str, FileFacts] = field(default_factory=dict)  # per path
 
 
@@ -402,9 +405,23 @@ def run_files(
     says about it (LibCST; cached by content and those facts). Findings then get their
     reach: a call path from an inference-mode region, if the index finds one.
     """
-    from imlint.project import FileFacts, ProjectIndex, summary_digest
+    workers = Workers(settings, mode, jobs, fast, debug)
+    try:
+        return _run_files(files, settings, mode, workers, use_cache, stats or RunStats())
+    finally:
+        workers.close()
 
-    stats = stats if stats is not None else RunStats()
+
+def _run_files(
+    files: list[str],
+    settings: Settings,
+    mode: str,
+    workers: Workers,
+    use_cache: bool,
+    stats: RunStats,
+) -> list[Outcome]:
+    from imlint.project import FileFacts, FileSummary, ProjectIndex, summary_digest
+
     results: dict[str, Outcome] = {}
     cache = ResultCache(settings.root, settings) if use_cache and mode == "check" else None
     summaries = SummaryCache(settings.root, settings) if use_cache else None
@@ -444,7 +461,8 @@ def run_files(
                 fresh[path] = data
                 known[path] = summary_digest(data)
         need = [p for p in need if p not in fresh]
-    for done in _run([(p,) for p in need], settings, mode, jobs, fast, debug, "summarize"):
+    clock = time.perf_counter()
+    for done in _run([(p,) for p in need], workers, "summarize"):
         assert isinstance(done, Summarized)
         if done.error is not None:
             errors[done.path] = done.error
@@ -457,6 +475,8 @@ def run_files(
         if summaries is not None:
             summaries.put(done.path, done.digest, done.summary)
 
+    stats.timings["summaries"] = time.perf_counter() - clock
+    clock = time.perf_counter()
     state = _key(repr(sorted((os.path.abspath(p), known[p]) for p in known)) + settings.cache_key())
     index: ProjectIndex | None = None
 
@@ -473,17 +493,13 @@ def run_files(
                     if cached is not None:
                         data[p] = cached
             missing = [p for p in known if p not in data]
-            for done in _run(
-                [(p,) for p in missing], settings, mode, jobs, fast, debug, "summarize"
-            ):
+            for done in _run([(p,) for p in missing], workers, "summarize"):
                 if isinstance(done, Summarized) and done.summary is not None:
                     data[done.path] = done.summary
                     if summaries is not None:
                         summaries.put(done.path, done.digest, done.summary)
             index = ProjectIndex(FileSummary.from_data(d) for d in data.values())
         return index
-
-    from imlint.project import FileSummary
 
     facts: dict[str, FileFacts] = {}
     reuse = project is not None and project.state == state
@@ -492,6 +508,9 @@ def run_files(
         facts[path] = (
             FileFacts.from_data(stored) if stored is not None else build_index().facts(path)
         )
+
+    stats.timings["index"] = time.perf_counter() - clock
+    clock = time.perf_counter()
 
     # Phase two: the checks, with the result cache keyed by content and facts.
     todo: list[tuple[str, FileFacts]] = []
@@ -510,11 +529,14 @@ def run_files(
                 results[path] = hit
                 continue
         todo.append((path, facts[path]))
-    for outcome in _run(todo, settings, mode, jobs, fast, debug, "check"):
+    for outcome in _run(todo, workers, "check"):
         assert isinstance(outcome, Outcome)
         results[outcome.path] = outcome
         if cache is not None and outcome.path in keys and not outcome.error:
             cache.put(outcome.path, keys[outcome.path], outcome)
+
+    stats.timings["checks"] = time.perf_counter() - clock
+    clock = time.perf_counter()
 
     # Reach, for every finding.
     reach_of: dict[str, Any] = dict(project.reach) if reuse and project is not None else {}
@@ -538,6 +560,7 @@ def run_files(
             updated.append(dataclasses.replace(f, armed=armed, reach=text))
         outcome.findings = updated
 
+    stats.timings["reach"] = time.perf_counter() - clock
     stats.facts = facts
     if index is not None:
         stats.indexed = len(index.files)
@@ -558,38 +581,68 @@ def run_files(
     return [results[p] for p in files]
 
 
-def _run(
-    tasks: list[tuple[Any, ...]],
-    settings: Settings,
-    mode: str,
-    jobs: int,
-    fast: bool,
-    debug: bool,
-    phase: str,
-) -> Iterable[Any]:
+class Workers:
+    """The worker processes of one run, shared by both phases.
+
+    They are started by the first phase that needs them, while this process is still
+    small (forked workers share its memory: started after the project index is built,
+    each would count the index in its own size).
+    """
+
+    def __init__(self, settings: Settings, mode: str, jobs: int, fast: bool, debug: bool) -> None:
+        self.args = (settings, mode, fast, debug)
+        self.jobs = jobs
+        self.pool: cf.ProcessPoolExecutor | None = None
+
+    def get(self) -> cf.ProcessPoolExecutor:
+        if self.pool is None:
+            self.pool = cf.ProcessPoolExecutor(
+                max_workers=self.jobs, initializer=_init_worker, initargs=self.args
+            )
+        return self.pool
+
+    def discard(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+    def close(self) -> None:
+        self.discard()
+
+
+def _run(tasks: list[tuple[Any, ...]], workers: Workers, phase: str) -> Iterable[Any]:
     """Run one phase's tasks (``(path, ...)``) in workers; results as they finish."""
     if not tasks:
         return
-    if jobs <= 1 or len(tasks) < 2:
-        _init_worker(settings, mode, fast, debug, phase)
+    settings, mode, fast, debug = workers.args
+    if workers.jobs <= 1 or len(tasks) < 2:
+        _init_worker(settings, mode, fast, debug)
         task = _summarize_task if phase == "summarize" else _check_task
         yield from (_guarded(args[0], task, args) for args in tasks)
         return
     failed = Summarized if phase == "summarize" else Outcome
+    work = functools.partial(_work, phase)
     done: set[str] = set()
-    remaining = tasks
-    isolate = False  # after a worker died: one worker, one file at a time, to find the culprit
+    chunk = max(1, min(16, len(tasks) // (workers.jobs * 4)))
+    try:
+        for batch in workers.get().map(work, _chunks(tasks, chunk)):
+            for result in batch:
+                done.add(result.path)
+                yield result
+        return
+    except cf.process.BrokenProcessPool:
+        workers.discard()
+    # A worker died: one worker, one file at a time, to find the culprit; then the rest
+    # of the files in a fresh pool, and so on.
+    remaining = [t for t in tasks if t[0] not in done]
+    isolate = True
     while remaining:
-        workers, chunk = (
-            (1, 1) if isolate else (jobs, max(1, min(16, len(remaining) // (jobs * 4))))
-        )
+        size, chunk = (1, 1) if isolate else (workers.jobs, 1)
         try:
             with cf.ProcessPoolExecutor(
-                max_workers=workers,
-                initializer=_init_worker,
-                initargs=(settings, mode, fast, debug, phase),
+                max_workers=size, initializer=_init_worker, initargs=workers.args
             ) as pool:
-                for batch in pool.map(_work, _chunks(remaining, chunk)):
+                for batch in pool.map(work, _chunks(remaining, chunk)):
                     for result in batch:
                         done.add(result.path)
                         yield result
