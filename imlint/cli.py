@@ -290,9 +290,10 @@ def run(
         n_files = len(found.files)
         errors = list(found.errors)
     errors += [(o.path, o.error) for o in outcomes if o.error is not None]
-    # Armed findings (an inference-mode region reaches them) first.
+    # Armed findings (an inference-mode region reaches them) first, then errors.
     findings = sorted(
-        (f for o in outcomes for f in o.findings), key=lambda f: (not f.armed, f.sort_key())
+        (f for o in outcomes for f in o.findings),
+        key=lambda f: (not f.armed, f.severity != "error", f.sort_key()),
     )
     guarded = sorted((f for o in outcomes for f in o.guarded), key=Finding.sort_key)
     try:

@@ -102,14 +102,16 @@ class ResultCache:
             return None
         try:
             findings = [Finding.from_dict({**f, "path": path}) for f in entry["findings"]]
+            guarded = [Finding.from_dict({**f, "path": path}) for f in entry.get("guarded", [])]
         except (KeyError, TypeError):
             return None  # a damaged entry: recompute
-        return Outcome(path, findings, entry.get("error"), cached=True)
+        return Outcome(path, findings, entry.get("error"), cached=True, guarded=guarded)
 
     def put(self, path: str, digest: str, outcome: Outcome) -> None:
         self.entries[self._key(path)] = {
             "hash": digest,
             "findings": [f.to_dict() for f in outcome.findings],
+            "guarded": [f.to_dict() for f in outcome.guarded],
             "error": outcome.error,
         }
         self.dirty = True
@@ -326,11 +328,23 @@ class ProjectCache:
         self.folder = root / CACHE_DIR
         self.file = self.folder / f"project-{key}.marshal"
         data = _load_marshal(self.file)
-        ok = isinstance(data, dict) and {"state", "digests", "facts", "reach"} <= data.keys()
+        ok = (
+            isinstance(data, dict)
+            and {
+                "state",
+                "digests",
+                "facts",
+                "reach",
+                "counts",
+            }
+            <= data.keys()
+        )
         self.state: str = data["state"] if ok else ""  # type: ignore[index]
         self.digests: dict[str, tuple[str, str]] = data["digests"] if ok else {}  # type: ignore[index]
         self.facts: dict[str, Any] = data["facts"] if ok else {}  # type: ignore[index]
         self.reach: dict[str, Any] = data["reach"] if ok else {}  # type: ignore[index]
+        #: files indexed, allocating callables, unresolved calls
+        self.counts: tuple[int, int, int] = data["counts"] if ok else (0, 0, 0)  # type: ignore[index]
 
     def save(self) -> None:
         data = {
@@ -338,6 +352,7 @@ class ProjectCache:
             "digests": self.digests,
             "facts": self.facts,
             "reach": self.reach,
+            "counts": self.counts,
         }
         _save_marshal(self.folder, self.file, data)
 
@@ -566,6 +581,8 @@ def _run_files(
         stats.indexed = len(index.files)
         stats.allocating = index.allocating_count()
         stats.unresolved_calls = index.unresolved_total
+    elif reuse and project is not None:
+        stats.indexed, stats.allocating, stats.unresolved_calls = project.counts
     if cache is not None:
         cache.save()
     if summaries is not None:
@@ -577,6 +594,7 @@ def _run_files(
         } | {k: v for k, v in project.digests.items() if v[1].startswith("!")}
         project.facts = {os.path.abspath(p): facts[p].to_data() for p in facts}
         project.reach = reach_of
+        project.counts = (stats.indexed, stats.allocating, stats.unresolved_calls)
         project.save()
     return [results[p] for p in files]
 
