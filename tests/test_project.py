@@ -153,7 +153,7 @@ def test_a_guard_in_the_only_caller_counts_and_explain_reach_says_so(tmp_path):
         line = next(x for x in r.out.splitlines() if "scratch.py:12:" in x)
         assert "IM002 not reported: every call path passes through `inference_mode(False)`" in line
         assert "`Attention.forward`" in line
-        assert "Project index: 7 files" in r.out
+        assert "Project index: 6 files" in r.out
 
 
 def test_an_unguarded_second_caller_keeps_the_site_reported(tmp_path):
