@@ -247,21 +247,21 @@ def process_file(
 ) -> Outcome:
     """Check, fix or diff one file; every failure becomes a one-line error.
 
-    ``pattern``: the pre-filter; a file whose bytes do not match it, and that calls
-    none of the project's allocating callables (``facts``), cannot hold an allocation
-    site, so it is not parsed (``None``: parse every file). ``facts``: from the project
-    pass, which has already parsed the file with Python's parser; None: check the file
-    as a project of its own.
+    ``pattern``: the pre-filter is on (``None``: parse every file). A file that makes
+    no call an allocator could be (``facts.may_allocate``, from Python's parse in the
+    project pass) and calls none of the project's allocating callables cannot hold a
+    site, so LibCST never sees it; without facts, a file whose bytes do not match
+    ``pattern`` (the allocator names) is skipped. ``facts``: from the project pass,
+    which has already parsed the file with Python's parser; None: check the file as a
+    project of its own.
     """
     try:
         source = read_source(path)
     except SourceError as exc:
         return Outcome(path, error=str(exc))
     vetted = facts is not None
-    if (
-        pattern is not None
-        and not pattern.search(source.raw)
-        and not (facts is not None and (facts.allocators or facts.helpers))
+    if pattern is not None and (
+        not facts.needs_model() if facts is not None else not pattern.search(source.raw)
     ):
         # No allocation site is possible: skip LibCST, but still report a syntax error,
         # found by Python's own parser (parsing only; nothing is executed).

@@ -1350,6 +1350,11 @@ def _persistent(store: Store, fa: _FunctionAnalysis) -> bool:
     return False
 
 
+def _reads_target(call: cst.Call, target: str, fa: _FunctionAnalysis) -> bool:
+    """Whether a call's arguments read ``target`` (the storage it is stored into)."""
+    return any(target in fa.mentions(arg.value) for arg in call.args)
+
+
 def _is_slice_store(store: Store) -> bool:
     target = store.target
     return ":" in target[target.rfind("[") :] or "..." in target
@@ -1426,6 +1431,14 @@ def build_model(
                 # A torch allocation is what is stored (``helper(n).new_zeros(n)``):
                 # the calls it is derived from are not the site.
                 reaching = {sid for sid in reaching if allocations[sid].chain is None}
+            # ``x = convert(x)``: a call handed the stored value replaces what is there
+            # (a conversion, a copy to the host), it does not fill storage on first use.
+            reaching = {
+                sid
+                for sid in reaching
+                if allocations[sid].chain is None
+                or not _reads_target(allocations[sid].call, store.target, fa)
+            }
             for sid in reaching:
                 flows.setdefault(sid, store)
         for sid, store in flows.items():

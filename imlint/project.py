@@ -31,7 +31,7 @@ from imlint.options import AnalysisOptions
 from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_FACTORIES
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 
 _INFERENCE_MODE = frozenset(
     {
@@ -106,6 +106,9 @@ class FileSummary:
     defs: dict[str, DefSummary]
     instances: dict[str, str] = field(default_factory=dict)  # module var -> constructor text
     error: str | None = None  # Python's syntax error, when the file does not parse
+    #: Whether any call could be an allocation as the model sees one (the pre-filter):
+    #: a callee whose last name, or the import its name aliases, is an allocator's.
+    may_allocate: bool = True
 
     def to_data(self) -> tuple[object, ...]:
         return (
@@ -116,11 +119,12 @@ class FileSummary:
             [d.to_data() for d in self.defs.values()],
             self.instances,
             self.error,
+            self.may_allocate,
         )
 
     @classmethod
     def from_data(cls, data: tuple[object, ...]) -> FileSummary:
-        path, module, is_package, imports, defs, instances, error = data
+        path, module, is_package, imports, defs, instances, error, may_allocate = data
         parsed = [DefSummary.from_data(d) for d in defs]  # type: ignore[attr-defined]
         return cls(
             path,  # type: ignore[arg-type]
@@ -130,6 +134,7 @@ class FileSummary:
             {d.qual: d for d in parsed},
             instances,  # type: ignore[arg-type]
             error,  # type: ignore[arg-type]
+            may_allocate,  # type: ignore[arg-type]
         )
 
 
@@ -235,6 +240,15 @@ class _Summarizer(_FastVisitor):
         self.classes: list[str | None] = [None]  # the class whose body is being visited
         self.region = ""
         self.cond = 0  # depth of conditional code (if, except, ``or``): lazy stores
+        #: the last names of every callable the model treats as an allocator
+        self.vocabulary = (
+            TORCH_FACTORIES
+            | TENSOR_NEW_METHODS
+            | {n.rsplit(".", 1)[-1] for n in options.extra_allocators}
+        )
+        self.may_allocate = False
+        self.name_calls: set[str] = set()
+        self.allocating_names: set[str] = set()
 
     # ---- names
 
@@ -257,6 +271,7 @@ class _Summarizer(_FastVisitor):
         for alias in node.names:
             if alias.asname:
                 self.imports[alias.asname] = alias.name
+                self._alias(alias.asname, alias.name)
             else:
                 head = alias.name.split(".", 1)[0]
                 self.imports[head] = head
@@ -269,6 +284,13 @@ class _Summarizer(_FastVisitor):
             self.imports[alias.asname or alias.name] = (
                 f"{base}.{alias.name}" if base else alias.name
             )
+            self._alias(alias.asname or alias.name, alias.name)
+
+    def _alias(self, local: str, target: str) -> None:
+        """Remember a local name bound to an allocator's name (``from torch import
+        empty as e``): a call ``e(...)`` may allocate."""
+        if target.rsplit(".", 1)[-1] in self.vocabulary:
+            self.allocating_names.add(local)
 
     def mode_of(self, expr: ast.expr) -> str:
         """``inference``, ``guarded`` or "" for a ``with`` item or a decorator."""
@@ -449,6 +471,13 @@ class _Summarizer(_FastVisitor):
         head = text.split(".", 1)[0]
         if head not in _BUILTINS or head in self.imports or head in self.defs:
             scope.calls.add((text, self.region))
+        func = node.func
+        last = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if last is not None:
+            if last in self.vocabulary:
+                self.may_allocate = True
+            elif isinstance(func, ast.Name):
+                self.name_calls.add(last)
         if self.is_allocator(node) is not None:
             scope.summary.alloc_calls += 1
         if text in ("setattr",) and len(node.args) >= 3:
@@ -676,7 +705,10 @@ def summarize(
     for stmt in tree.body:
         s.visit(stmt)
     s._finish(s.scopes[0])
-    return FileSummary(path, module, is_package, s.imports, s.defs, s.instances)
+    may_allocate = s.may_allocate or bool(s.name_calls & s.allocating_names)
+    return FileSummary(
+        path, module, is_package, s.imports, s.defs, s.instances, may_allocate=may_allocate
+    )
 
 
 # --------------------------------------------------------------------------------- facts
@@ -696,17 +728,24 @@ class FileFacts:
     helpers: dict[str, tuple[int, str, str, str]] = field(default_factory=dict)
     #: function qualname -> why every caller guards it
     covered: dict[str, str] = field(default_factory=dict)
+    #: whether the file makes any call that could be an allocation (see FileSummary)
+    may_allocate: bool = True
+
+    def needs_model(self) -> bool:
+        """Whether the file can hold a site at all: else LibCST need not see it."""
+        return self.may_allocate or bool(self.allocators or self.helpers)
 
     def to_data(self) -> tuple[object, ...]:
-        return (self.allocators, self.helpers, self.covered)
+        return (self.allocators, self.helpers, self.covered, self.may_allocate)
 
     @classmethod
     def from_data(cls, data: tuple[object, ...]) -> FileFacts:
-        allocators, helpers, covered = data
+        allocators, helpers, covered, may_allocate = data
         return cls(
             {k: tuple(v) for k, v in allocators.items()},  # type: ignore[attr-defined]
             {k: tuple(v) for k, v in helpers.items()},  # type: ignore[attr-defined]
             dict(covered),  # type: ignore[call-overload]
+            bool(may_allocate),
         )
 
     def key(self) -> str:
@@ -715,6 +754,7 @@ class FileFacts:
                 sorted(self.allocators.items()),
                 sorted(self.helpers.items()),
                 sorted(self.covered.items()),
+                self.may_allocate,
             )
         )
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
@@ -949,9 +989,9 @@ class ProjectIndex:
                     self._alloc[target] = (chain, True)
                     changed = True
                 elif any(how == "returns" for how, *_ in d.allocs):
-                    returns = self._alloc_chain(s, d, only="returns")
+                    returns = self._alloc_step(s, d, only="returns")
                     if returns is not None:
-                        self._alloc[target] = (returns, False)
+                        self._alloc[target] = returns
                         changed = True
             # Classes whose base class allocates (an inherited or super() constructor).
             for s in self.summaries:
@@ -968,27 +1008,41 @@ class ProjectIndex:
                             break
 
     def _alloc_chain(self, s: FileSummary, d: DefSummary, only: str | None = None) -> str | None:
+        """The shortest chain by which calling ``d`` allocates, or None."""
+        found = self._alloc_step(s, d, only)
+        return found[0] if found is not None else None
+
+    def _alloc_step(
+        self, s: FileSummary, d: DefSummary, only: str | None = None
+    ) -> tuple[str, bool] | None:
+        """(chain, whether the result is an object holding tensors) for ``d``."""
         method = d.qual.rsplit(".", 1)[-1]
         constructor = bool(d.cls) and method in _CONSTRUCTORS
-        best: str | None = None
+        best: tuple[str, bool] | None = None
         for how, what, ref in d.allocs:
             if only is not None and how != only:
                 continue
             if how == "keeps" and not constructor:
                 continue
-            step = f"{d.qual} allocates {what}" if how == "keeps" else f"{d.qual} returns a tensor"
             if ref.startswith("!"):
-                chain = f"{step} via {ref[1:]}"
+                step = (
+                    f"{d.qual} allocates {what}" if how == "keeps" else f"{d.qual} returns a tensor"
+                )
+                found = (f"{step} via {ref[1:]}", how == "keeps")
             else:
                 target = self.resolve(s, d, ref)
                 if target is None or target not in self._alloc:
                     continue
-                inner, _ = self._alloc[target]
+                inner, is_object = self._alloc[target]
                 kind = self._kind(target)
                 call = f"{target[1]}(...)" if kind == "class" else f"{target[1]}()"
-                chain = f"{step} from {call} -> {inner}"
-            if best is None or len(chain) < len(best):
-                best = chain
+                if how == "keeps":
+                    found = (f"{d.qual} allocates {what} from {call} -> {inner}", True)
+                else:
+                    # What the callee returns, it returns: a tensor, or an object.
+                    found = (f"{d.qual} returns {call} -> {inner}", is_object or kind == "class")
+            if best is None or len(found[0]) < len(best[0]):
+                best = found
         if constructor and best is None and only is None:
             # A constructor that calls a method of its own class that keeps a tensor.
             for text, region in d.calls:
@@ -1001,7 +1055,7 @@ class ProjectIndex:
                 td = ts.defs[target[1]]
                 for how, what, ref in td.allocs:
                     if how == "keeps" and ref.startswith("!"):
-                        return f"{d.qual} allocates {what} in {td.qual} via {ref[1:]}"
+                        return f"{d.qual} allocates {what} in {td.qual} via {ref[1:]}", True
         return best
 
     def _find_helpers(self) -> None:
@@ -1046,7 +1100,7 @@ class ProjectIndex:
             why = self.covered((s.module, d.qual))
             if why is not None:
                 covered[d.qual] = why
-        return FileFacts(allocators, helpers, covered)
+        return FileFacts(allocators, helpers, covered, s.may_allocate)
 
     # ---- reach
 

@@ -31,9 +31,22 @@ def main() -> int:
     ap.add_argument("--package", default="sglang")
     ap.add_argument("--version", default="0.5.23")
     ap.add_argument("--top", type=int, default=20)
+    ap.add_argument(
+        "--region",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a project-specific inference-mode region (config inference-mode-regions), "
+        "e.g. sglang.srt.utils.DynamicGradMode",
+    )
     args = ap.parse_args()
 
     root = wheel_sources(args.package, args.version)
+    config: list[str] = []
+    if args.region:
+        cfg = CACHE / f"{args.package}-regions.toml"
+        cfg.write_text(f"[tool.imlint]\ninference-mode-regions = {json.dumps(args.region)}\n")
+        config = ["--config", str(cfg)]
     start = time.perf_counter()
     proc = subprocess.run(
         [
@@ -45,6 +58,7 @@ def main() -> int:
             "--no-cache",
             "--output-format",
             "json",
+            *config,
         ],
         cwd=root,
         capture_output=True,
@@ -55,7 +69,7 @@ def main() -> int:
         raise SystemExit(f"imlint failed ({proc.returncode}): {proc.stderr[-2000:]}")
     findings = json.loads(proc.stdout)
     explained = subprocess.run(
-        [sys.executable, "-m", "imlint", "check", args.package, "--explain-reach", "-q"],
+        [sys.executable, "-m", "imlint", "check", args.package, "--explain-reach", "-q", *config],
         cwd=root,
         capture_output=True,
         text=True,
@@ -63,7 +77,8 @@ def main() -> int:
     guarded = [line for line in explained if " not reported: " in line]
     index_line = next((line for line in explained if line.startswith("Project index:")), "")
 
-    out = CACHE / f"{args.package}-{args.version}-project.json"
+    suffix = "-regions" if args.region else ""
+    out = CACHE / f"{args.package}-{args.version}-project{suffix}.json"
     out.write_text(json.dumps(findings, indent=1))
     codes = collections.Counter(f["code"] for f in findings)
     armed = [f for f in findings if f["armed"]]

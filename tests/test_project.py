@@ -372,3 +372,90 @@ def test_unresolved_calls_are_counted_by_name(tmp_path):
     assert target is not None
     reach = index.reach(target)
     assert not reach.armed and reach.text() == "no path found (1 unresolved calls)"
+
+
+def test_a_conversion_of_the_stored_value_is_not_a_lazy_allocation(tmp_path):
+    files = {
+        "m.py": """
+            import torch
+
+            def to_host(x):
+                return torch.empty_like(x, device="cpu").copy_(x)
+
+            class Output:
+                def copy_to_cpu(self):
+                    if self.logprobs is not None:
+                        self.logprobs = to_host(self.logprobs)
+
+                def lazy(self, x):
+                    if self.host is None:
+                        self.host = to_host(x)
+                    return self.host
+            """
+    }
+    write_tree(tmp_path, files)
+    r = run_imlint("check", "m.py", "--no-cache", "--output-format", "json", cwd=tmp_path)
+    assert [(d["line"], d["code"]) for d in json.loads(r.out)] == [(13, "IM003")]
+
+
+def test_a_helper_returning_an_object_says_so(tmp_path):
+    files = {
+        "m.py": """
+            import torch
+
+            class Group:
+                def __init__(self, n):
+                    self.flags = torch.zeros(n)
+
+            def make_group(n):
+                return Group(n)
+
+            _G = None
+
+            def group(n):
+                global _G
+                if _G is None:
+                    _G = make_group(n)
+                _G.flags.zero_()
+                return _G
+            """
+    }
+    index = index_of(files, tmp_path)
+    chain, is_object = index.facts(str(tmp_path / "m.py")).allocators["make_group"]
+    assert is_object
+    assert (
+        chain
+        == "make_group returns Group(...) -> Group.__init__ allocates self.flags via torch.zeros"
+    )
+    r = run_imlint("check", "m.py", "--no-cache", "--output-format", "json", cwd=tmp_path)
+    ((line, code, severity),) = [(d["line"], d["code"], d["severity"]) for d in json.loads(r.out)]
+    assert (line, code, severity) == (15, "IM003", "error")  # ``_G.flags.zero_()``
+
+
+def test_prefilter_reads_calls_not_words(tmp_path):
+    """A file that only mentions allocator names (in text) is never parsed by LibCST; a
+    call through an import alias of an allocator still is; fast == plain."""
+    files = {
+        "words.py": '"""Returns a tensor full of ones, empty or zeros."""\n\ndef f(x):\n    return x\n',
+        "alias.py": """
+            from torch import empty as alloc
+
+            _C = {}
+
+            def get(n):
+                if n not in _C:
+                    _C[n] = alloc(n)
+                return _C[n]
+            """,
+    }
+    write_tree(tmp_path, files)
+    options = AnalysisOptions()
+    words = summarize(str(tmp_path / "words.py"), (tmp_path / "words.py").read_text(), options)
+    alias = summarize(str(tmp_path / "alias.py"), (tmp_path / "alias.py").read_text(), options)
+    assert not words.may_allocate and alias.may_allocate
+    fast = run_imlint("check", ".", "--no-cache", "--output-format", "json", cwd=tmp_path)
+    plain = run_imlint(
+        "check", ".", "--no-cache", "--no-fast", "-j", "1", "--output-format", "json", cwd=tmp_path
+    )
+    assert fast.out == plain.out
+    assert [(Path(d["path"]).name, d["line"]) for d in json.loads(fast.out)] == [("alias.py", 7)]
