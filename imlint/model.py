@@ -701,7 +701,8 @@ class _Collector(cst.CSTVisitor):
             text = expr_text(target, f.self_name)
             container = expr_text(target.value, f.self_name)
             self._store("subscript", text, container, target.value, value)
-            self._write(target.value, f"{container}[...] = ...")
+            if not _string_keyed(target):  # ``ws["ci"] = ...`` fills a dict, not a tensor
+                self._write(target.value, f"{container}[...] = ...")
             if value is not None and _is_none(value):
                 f.drops.append((text, self._next()))
 
@@ -1024,6 +1025,14 @@ def _zero_elements(node: cst.Call) -> bool:
         [el.value for el in first.elements] if isinstance(first, (cst.Tuple, cst.List)) else [first]
     )
     return any(isinstance(d, cst.Integer) and d.value == "0" for d in dims)
+
+
+def _string_keyed(target: cst.Subscript) -> bool:
+    """``x["key"]``: a tensor cannot be indexed by a string, so ``x`` is a mapping."""
+    return len(target.slice) == 1 and isinstance(
+        getattr(target.slice[0].slice, "value", None),
+        (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString),
+    )
 
 
 def _calls_is_inference(test: cst.BaseExpression) -> bool:

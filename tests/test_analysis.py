@@ -415,3 +415,19 @@ def test_module_level_import_below_the_function_is_seen():
     from torch import inference_mode as im
     """
     assert check(code) == [(8, "IM002")]
+
+
+def test_a_string_keyed_store_fills_a_dict_not_a_tensor():
+    code = """
+    import torch
+    _WS = {}
+    def ws_for(q, key, n):
+        ws = _WS.get(key)
+        if ws is None:
+            ws = {"a": q.new_zeros(n)}
+            _WS[key] = ws
+        ws["meta"] = n
+        return ws
+    """
+    assert check(code) == [(7, "IM002")]
+    assert check(code.replace('ws["meta"] = n', 'ws["a"][:n] = 1')) == [(7, "IM001")]
