@@ -645,7 +645,7 @@ class _Summarizer(_FastVisitor):
         for text, value, region in scope.stores:
             if region == "guarded" or not unguarded:
                 continue
-            for ref in self.refs(value, scope):
+            for ref in sorted(self.refs(value, scope)):
                 name = ref[1:]
                 if ref.startswith("#") and name != scope.self_name:
                     s.factories.append((name, positions.get(name, -1), text))
@@ -767,10 +767,10 @@ NO_FACTS = FileFacts()
 
 
 def summary_digest(data: object) -> str:
-    """A digest of a summary's data: equal digests, equal project facts."""
-    import marshal
-
-    return hashlib.blake2b(marshal.dumps(data), digest_size=12).hexdigest()  # type: ignore[arg-type]
+    """A digest of a summary's data: equal digests, equal project facts. (``repr`` of
+    plain data is canonical; ``marshal`` output depends on which equal strings happen
+    to be the same object, which differs between a worker and this process.)"""
+    return hashlib.blake2b(repr(data).encode(), digest_size=12).hexdigest()
 
 
 #: A resolved callable: (module, qualname).
@@ -1090,6 +1090,12 @@ class ProjectIndex:
                 if helper is not None:
                     position, param, stored = helper
                     helpers[key] = (position, param, target[1], stored)
+        if helpers:
+            # A function of this file handed by name as a factory (``get(k, make)``).
+            for d in s.defs.values():
+                found = self._alloc.get((s.module, d.qual))
+                if found is not None and d.kind == "function" and not d.cls:
+                    allocators.setdefault(d.qual.rsplit(".", 1)[-1], found)
         covered: dict[str, str] = {}
         site_keys = allocators.keys() | helpers.keys()
         for d in s.defs.values():

@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import faulthandler
 import functools
+import gc
 import hashlib
 import json
 import os
@@ -468,6 +469,8 @@ def _run_files(
                 known[path] = entry[1]
         else:
             need.append(path)
+    # Many files to summarise (a first run, a new checkout): try the summary cache;
+    # for a few, parsing them costs less than loading it.
     if need and summaries is not None and len(need) > 64:
         summaries.load()
         for path in list(need):
@@ -513,7 +516,13 @@ def _run_files(
                     data[done.path] = done.summary
                     if summaries is not None:
                         summaries.put(done.path, done.digest, done.summary)
-            index = ProjectIndex(FileSummary.from_data(d) for d in data.values())
+            # Millions of small tuples, none cyclic: the cyclic collector would only
+            # walk them again and again while they are built.
+            gc.disable()
+            try:
+                index = ProjectIndex(FileSummary.from_data(d) for d in data.values())
+            finally:
+                gc.enable()
         return index
 
     facts: dict[str, FileFacts] = {}
@@ -589,9 +598,12 @@ def _run_files(
         summaries.save()
     if project is not None:
         project.state = state
-        project.digests = {
-            os.path.abspath(p): (digests[p], known[p]) for p in known if p in digests
-        } | {k: v for k, v in project.digests.items() if v[1].startswith("!")}
+        entries = {os.path.abspath(p): (digests[p], known[p]) for p in known if p in digests}
+        for p in errors:  # files Python cannot parse: known bad until their content changes
+            entry = project.digests.get(os.path.abspath(p))
+            if entry is not None and entry[1].startswith("!"):
+                entries[os.path.abspath(p)] = entry
+        project.digests = entries
         project.facts = {os.path.abspath(p): facts[p].to_data() for p in facts}
         project.reach = reach_of
         project.counts = (stats.indexed, stats.allocating, stats.unresolved_calls)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -459,3 +460,74 @@ def test_prefilter_reads_calls_not_words(tmp_path):
     )
     assert fast.out == plain.out
     assert [(Path(d["path"]).name, d["line"]) for d in json.loads(fast.out)] == [("alias.py", 7)]
+
+
+def test_a_local_function_handed_to_a_get_or_create_helper_is_the_site(tmp_path):
+    files = {
+        "reg.py": """
+            class Registry:
+                def __init__(self):
+                    self._d = {}
+
+                def get(self, key, factory):
+                    if key not in self._d:
+                        self._d[key] = factory()
+                    return self._d[key]
+
+            REGISTRY = Registry()
+            """,
+        "use.py": """
+            import torch
+
+            from reg import REGISTRY
+
+            def split(n):
+                def make():
+                    return torch.empty(n)
+
+                return REGISTRY.get("split", make)
+            """,
+    }
+    write_tree(tmp_path, files)
+    r = run_imlint("check", ".", "--no-cache", "--output-format", "json", cwd=tmp_path)
+    ((d,),) = [json.loads(r.out)]
+    assert (Path(d["path"]).name, d["line"], d["code"]) == ("use.py", 9, "IM003")
+    assert "the factory `make`: split.make returns a tensor via torch.empty" in d["message"]
+    fixed = run_imlint("fix", ".", "--no-cache", cwd=tmp_path)
+    assert fixed.code == 0, fixed.out + fixed.err
+    assert (
+        '    with torch.inference_mode(False):\n        return REGISTRY.get("split", make)'
+        in (tmp_path / "use.py").read_text()
+    )
+
+
+def test_summaries_are_the_same_in_every_process(tmp_path):
+    """The cache compares summary digests made in workers and in the parent: they must
+    not depend on string hashing or object identity."""
+    import subprocess
+    import sys
+
+    (tmp_path / "m.py").write_text(
+        textwrap.dedent(PACKAGE["pkg/kernels/scratch.py"])
+        + "\nclass R:\n    def get(self, k, make, other):\n"
+        + "        if k not in self._d:\n            self._d[k] = make() or other()\n"
+        + "        return self._d[k]\n"
+    )
+    code = (
+        "import sys; from imlint.project import summarize, summary_digest;"
+        "from imlint.options import AnalysisOptions;"
+        "print(summary_digest(summarize(sys.argv[1], open(sys.argv[1]).read(),"
+        " AnalysisOptions()).to_data()))"
+    )
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", code, "m.py"],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(digests) == 1
