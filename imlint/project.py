@@ -759,9 +759,6 @@ class FileFacts:
         )
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
-    def __bool__(self) -> bool:
-        return bool(self.allocators or self.helpers or self.covered)
-
 
 NO_FACTS = FileFacts()
 
@@ -959,9 +956,6 @@ class ProjectIndex:
                             continue
                         target = init
                     self.callers.setdefault(target, []).append((caller, region or d.mode))
-
-    def _short(self, target: Target) -> str:
-        return target[1]
 
     def _find_allocators(self) -> None:
         """Callables whose call allocates a tensor that outlives it, to a fixed point."""
@@ -1187,14 +1181,3 @@ def _fact_key(d: DefSummary, text: str, s: FileSummary) -> str | None:
     if text.startswith("self."):
         return f"{d.cls.rsplit('.', 1)[-1]}|{text}" if d.cls else None
     return text
-
-
-def single_file_facts(path: str, text: str, options: AnalysisOptions) -> FileFacts:
-    """Facts for one file checked on its own (stdin, tests): the project is that file."""
-    summary = summarize(path, text, options)
-    return ProjectIndex([summary]).facts(path)
-
-
-def iter_defs(index: ProjectIndex) -> Iterator[tuple[FileSummary, DefSummary]]:
-    for s in index.modules.values():
-        yield from ((s, d) for d in s.defs.values())
