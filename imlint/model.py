@@ -33,6 +33,7 @@ from imlint.names import (
 )
 from imlint.options import AnalysisOptions
 from imlint.project import NO_FACTS, FileFacts
+from imlint.vocabulary import CACHE_DECORATORS, NON_TENSOR_METHODS, SIZED_FACTORIES
 
 
 class Mode(enum.Enum):
@@ -67,34 +68,6 @@ _FRESH_CALLS = frozenset(
 #: Methods whose result is (derived from) the receiver tensor, for handle aliasing.
 _DERIVED_METHODS = VIEW_METHODS | frozenset(
     {"to", "cuda", "cpu", "type", "float", "half", "bfloat16", "int", "long", "bool", "pin_memory"}
-)
-
-#: Tensor methods that return something other than a tensor. Any other method called
-#: on a fresh allocation returns a tensor made under the same mode (``.tril()``).
-_NON_TENSOR_METHODS = frozenset(
-    {
-        "item",
-        "tolist",
-        "numel",
-        "nelement",
-        "size",
-        "dim",
-        "ndimension",
-        "stride",
-        "storage_offset",
-        "data_ptr",
-        "element_size",
-        "is_contiguous",
-        "is_inference",
-        "get_device",
-        "numpy",
-        "untyped_storage",
-        "__len__",
-    }
-)
-
-_CACHE_DECORATORS = frozenset(
-    {"functools.cache", "functools.lru_cache", "functools.cached_property", "cache", "lru_cache"}
 )
 
 _LAZY_FRAMES = frozenset({"if_body", "if_else", "while", "ifexp_body", "ifexp_else", "boolop"})
@@ -428,7 +401,7 @@ class _Collector(cst.CSTVisitor):
             q = self.imports.qualify(target) or ""
             last = q.rsplit(".", 1)[-1]
             if (
-                q in _CACHE_DECORATORS
+                q in CACHE_DECORATORS
                 or "cache" in last.lower()
                 or (
                     self.options.extra_cache_decorators
@@ -1000,9 +973,6 @@ def _module_level_imports(body: Sequence[cst.CSTNode]) -> Iterator[cst.Import | 
                             yield from _module_level_imports(grandchild.body)
 
 
-_SIZED = TORCH_FACTORIES - {"arange", "tensor", "linspace", "eye", "randint"} | TENSOR_NEW_METHODS
-
-
 def _zero_elements(node: cst.Call) -> bool:
     """Whether a sized factory call has a literal 0 in its size: an empty placeholder."""
     func = node.func
@@ -1014,7 +984,7 @@ def _zero_elements(node: cst.Call) -> bool:
         else ""
     )
     if (
-        name not in _SIZED
+        name not in SIZED_FACTORIES
         or name.endswith("_like")
         or not node.args
         or node.args[0].keyword is not None
@@ -1183,7 +1153,7 @@ class _FunctionAnalysis:
                     out.add(sid)
                 if (
                     isinstance(e.func, cst.Attribute)
-                    and e.func.attr.value not in _NON_TENSOR_METHODS
+                    and e.func.attr.value not in NON_TENSOR_METHODS
                 ):
                     stack.append(e.func.value)
             elif isinstance(e, cst.Subscript):

@@ -7,18 +7,14 @@ from __future__ import annotations
 
 import libcst as cst
 
-from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_FACTORIES
-
-__all__ = ["TENSOR_NEW_METHODS", "TORCH_FACTORIES"]
-
-#: Qualified names of ``inference_mode``.
-INFERENCE_MODE_NAMES = frozenset(
-    {
-        "torch.inference_mode",
-        "torch.autograd.inference_mode",
-        "torch.autograd.grad_mode.inference_mode",
-    }
+from imlint.vocabulary import (
+    INFERENCE_MODE_NAMES,
+    TENSOR_NEW_METHODS,
+    TORCH_FACTORIES,
+    name_matches,
 )
+
+__all__ = ["INFERENCE_MODE_NAMES", "TENSOR_NEW_METHODS", "TORCH_FACTORIES", "name_matches"]
 
 #: Methods that return a view sharing storage with their receiver.
 VIEW_METHODS = frozenset(
@@ -120,25 +116,6 @@ class ImportMap:
             if target == qualified:
                 return local
         return None
-
-
-def name_matches(qualified: str, configured: frozenset[str]) -> bool:
-    """Whether a qualified name matches one of the configured names.
-
-    A configured dotted name matches exactly; a configured bare name matches any
-    qualified name ending in it (``CuteDslMoEWrapper`` matches
-    ``flashinfer.CuteDslMoEWrapper``).
-    """
-    if qualified in configured:
-        return True
-    last = qualified.rsplit(".", 1)[-1]
-    if last in configured:
-        return True
-    # ``from .wrappers import X`` qualifies to ``.wrappers.X``: match the dotted tail.
-    stripped = qualified.lstrip(".")
-    return any(
-        c.endswith("." + stripped) or stripped.endswith("." + c) for c in configured if "." in c
-    )
 
 
 _EMPTY_MODULE = cst.Module(body=[])

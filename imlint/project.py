@@ -28,18 +28,19 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from imlint.options import AnalysisOptions
-from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_FACTORIES
+from imlint.vocabulary import (
+    CACHE_DECORATORS,
+    INFERENCE_MODE_NAMES,
+    NON_TENSOR_METHODS,
+    SIZED_FACTORIES,
+    TENSOR_NEW_METHODS,
+    TORCH_FACTORIES,
+    name_matches,
+)
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 2
+SUMMARY_VERSION = 3
 
-_INFERENCE_MODE = frozenset(
-    {
-        "torch.inference_mode",
-        "torch.autograd.inference_mode",
-        "torch.autograd.grad_mode.inference_mode",
-    }
-)
 #: Calls whose result holds their first argument (a tensor kept by a module).
 _WRAPPERS = frozenset(
     {
@@ -50,11 +51,7 @@ _WRAPPERS = frozenset(
     }
 )
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
-_CACHE_DECORATORS = frozenset({"functools.cache", "functools.lru_cache", "cache", "lru_cache"})
 _BUILTINS = frozenset(dir(builtins))
-_NON_TENSOR_METHODS = frozenset(
-    {"item", "tolist", "numel", "size", "dim", "stride", "data_ptr", "is_inference", "numpy"}
-)
 
 MODULE_SCOPE = "<module>"
 
@@ -300,11 +297,11 @@ class _Summarizer(_FastVisitor):
             return ""
         q = self.qualify(text)
         opts = self.options
-        if _matches(q, opts.extra_guards):
+        if name_matches(q, opts.extra_guards):
             return "guarded"
-        if _matches(q, opts.inference_mode_regions):
+        if name_matches(q, opts.inference_mode_regions):
             return "inference"
-        if q not in _INFERENCE_MODE:
+        if q not in INFERENCE_MODE_NAMES:
             return ""
         if not isinstance(expr, ast.Call):
             return "inference"  # bare ``@torch.inference_mode``
@@ -351,7 +348,7 @@ class _Summarizer(_FastVisitor):
         head, _, rest = q.partition(".")
         if head == "torch" and rest in TORCH_FACTORIES:
             return q
-        if self.options.extra_allocators and _matches(q, self.options.extra_allocators):
+        if self.options.extra_allocators and name_matches(q, self.options.extra_allocators):
             return q
         return None
 
@@ -374,9 +371,9 @@ class _Summarizer(_FastVisitor):
             q = self.qualify(target)
             last = q.rsplit(".", 1)[-1]
             if (
-                q in _CACHE_DECORATORS
+                q in CACHE_DECORATORS
                 or "cache" in last.lower()
-                or _matches(q, self.options.extra_cache_decorators)
+                or name_matches(q, self.options.extra_cache_decorators)
             ):
                 cached = True
             static = static or last == "staticmethod"
@@ -600,7 +597,7 @@ class _Summarizer(_FastVisitor):
                     continue
                 if isinstance(func, ast.Name) or (text is not None and "." in text):
                     out.add(self.call_text(func))
-                if isinstance(func, ast.Attribute) and func.attr not in _NON_TENSOR_METHODS:
+                if isinstance(func, ast.Attribute) and func.attr not in NON_TENSOR_METHODS:
                     stack.append(func.value)  # ``torch.empty(n).fill_(x)``
             elif isinstance(e, ast.Name):
                 if e.id in seen or e.id in scope.globals:
@@ -651,14 +648,11 @@ class _Summarizer(_FastVisitor):
                     s.factories.append((name, positions.get(name, -1), text))
 
 
-_SIZED = TORCH_FACTORIES - {"arange", "tensor", "linspace", "eye", "randint"} | TENSOR_NEW_METHODS
-
-
 def _zero_elements(node: ast.Call) -> bool:
     """A sized factory with a literal 0 in its size (the model's rule, on ``ast``)."""
     func = node.func
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-    if name not in _SIZED or name.endswith("_like") or not node.args:
+    if name not in SIZED_FACTORIES or name.endswith("_like") or not node.args:
         return False
     first = node.args[0]
     dims = first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]
@@ -677,14 +671,6 @@ def _module_level_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.Imp
             for h in stmt.handlers:
                 yield from _module_level_imports(h.body)
             yield from _module_level_imports(stmt.orelse)
-
-
-def _matches(qualified: str, configured: frozenset[str]) -> bool:
-    if not configured:
-        return False
-    if qualified in configured or qualified.rsplit(".", 1)[-1] in configured:
-        return True
-    return any(qualified.endswith("." + c) for c in configured if "." in c)
 
 
 def summarize(

@@ -1,4 +1,5 @@
-"""The allocator vocabulary the rules look for (no parser needed: the pre-filter reads it)."""
+"""The vocabulary the analyses share: allocators, modes, caches (no parser needed: the
+pre-filter, the project summaries and the LibCST model all read it)."""
 
 from __future__ import annotations
 
@@ -26,3 +27,65 @@ TORCH_FACTORIES = frozenset(
 
 #: Tensor methods that allocate a new tensor: ``x.new_empty(...)``.
 TENSOR_NEW_METHODS = frozenset({"new_empty", "new_zeros", "new_ones", "new_full", "new_tensor"})
+
+#: Factories whose first argument is a size: a literal 0 in it makes a placeholder.
+SIZED_FACTORIES = (
+    TORCH_FACTORIES - {"arange", "tensor", "linspace", "eye", "randint"} | TENSOR_NEW_METHODS
+)
+
+#: Qualified names of ``inference_mode``.
+INFERENCE_MODE_NAMES = frozenset(
+    {
+        "torch.inference_mode",
+        "torch.autograd.inference_mode",
+        "torch.autograd.grad_mode.inference_mode",
+    }
+)
+
+#: Decorators that cache a function's return value (besides any ``*cache*`` name).
+CACHE_DECORATORS = frozenset(
+    {"functools.cache", "functools.lru_cache", "functools.cached_property", "cache", "lru_cache"}
+)
+
+#: Tensor methods that return something other than a tensor. Any other method called
+#: on a fresh allocation returns a tensor made under the same mode (``.tril()``).
+NON_TENSOR_METHODS = frozenset(
+    {
+        "item",
+        "tolist",
+        "numel",
+        "nelement",
+        "size",
+        "dim",
+        "ndimension",
+        "stride",
+        "storage_offset",
+        "data_ptr",
+        "element_size",
+        "is_contiguous",
+        "is_inference",
+        "get_device",
+        "numpy",
+        "untyped_storage",
+        "__len__",
+    }
+)
+
+
+def name_matches(qualified: str, configured: frozenset[str]) -> bool:
+    """Whether a qualified name matches one of the configured names.
+
+    A configured dotted name matches exactly; a configured bare name matches any
+    qualified name ending in it (``CuteDslMoEWrapper`` matches
+    ``flashinfer.CuteDslMoEWrapper``).
+    """
+    if qualified in configured:
+        return True
+    last = qualified.rsplit(".", 1)[-1]
+    if last in configured:
+        return True
+    # ``from .wrappers import X`` qualifies to ``.wrappers.X``: match the dotted tail.
+    stripped = qualified.lstrip(".")
+    return any(
+        c.endswith("." + stripped) or stripped.endswith("." + c) for c in configured if "." in c
+    )
