@@ -1358,6 +1358,86 @@ def _related(store: Store, f: FunctionModel) -> set[str]:
     return rel
 
 
+# --------------------------------------------------------------------------- the walk
+
+#: Whitespace, comments and punctuation: nothing the collector looks at.
+_SKIPPED: frozenset[type] = frozenset(
+    cls
+    for module in (cst._nodes.whitespace, cst._nodes.op)  # type: ignore[attr-defined]
+    for cls in vars(module).values()
+    if isinstance(cls, type) and issubclass(cls, cst.CSTNode)
+)
+#: Per node class: its child fields in LibCST's visiting order (source order), each
+#: with whether the collector has a hook on it (``visit_If_body``).
+_FIELDS: dict[type, list[tuple[str, bool]]] = {}
+
+
+class _FieldRecorder(cst.CSTVisitor):
+    """Records the order in which LibCST visits a node's fields, without descending."""
+
+    def __init__(self, node: cst.CSTNode) -> None:
+        self.node = node
+        self.fields: list[str] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return False
+
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        if node is self.node and attribute not in self.fields:
+            self.fields.append(attribute)
+
+
+def _hooked(method: str) -> bool:
+    """Whether the collector defines ``method`` (CSTVisitor has empty stubs for all)."""
+    return getattr(_Collector, method, None) is not getattr(cst.CSTVisitor, method, None)
+
+
+def _fields(node: cst.CSTNode) -> list[tuple[str, bool]]:
+    cls = type(node)
+    recorder = _FieldRecorder(node)
+    node._visit_and_replace_children(recorder)
+    name = cls.__name__
+    fields = [
+        (f, _hooked(f"visit_{name}_{f}") or _hooked(f"leave_{name}_{f}")) for f in recorder.fields
+    ]
+    _FIELDS[cls] = fields
+    return fields
+
+
+_WALKED: dict[type, bool] = {}
+
+
+def _walked(kind: type) -> bool:
+    """Whether values of this type are nodes the walk enters (a cached ``issubclass``:
+    ``isinstance`` against LibCST's abstract base classes is slow)."""
+    found = _WALKED.get(kind)
+    if found is None:
+        found = _WALKED[kind] = issubclass(kind, cst.CSTNode) and kind not in _SKIPPED
+    return found
+
+
+def _walk(node: cst.CSTNode, collector: _Collector) -> None:
+    """``node.visit(collector)``, read-only: LibCST's own visit rebuilds every node it
+    passes and visits whitespace, which costs as much as the parse. The order, the node
+    hooks and the field hooks (``visit_If_body``) are LibCST's."""
+    if collector.on_visit(node):
+        fields = _FIELDS.get(type(node)) or _fields(node)
+        for name, hooked in fields:
+            value = getattr(node, name)
+            if hooked:
+                collector.on_visit_attribute(node, name)
+            kind = type(value)
+            if kind is tuple or kind is list:
+                for child in value:
+                    if _walked(type(child)):
+                        _walk(child, collector)
+            elif _walked(kind):
+                _walk(value, collector)
+            if hooked:
+                collector.on_leave_attribute(node, name)
+    collector.on_leave(node)
+
+
 def _is_prefix(prefix: Frames, frames: Frames) -> bool:
     return len(prefix) <= len(frames) and all(a is b for a, b in zip(prefix, frames, strict=False))
 
@@ -1369,7 +1449,7 @@ def build_model(
     project index knows about this file's calls)."""
     positions = Positions(module)
     collector = _Collector(options, positions, facts)
-    module.visit(collector)
+    _walk(module, collector)
     allocations = collector.allocations
     index = _ModuleIndex(
         collector.imports,
