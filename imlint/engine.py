@@ -13,6 +13,7 @@ import libcst as cst
 from imlint.config import Settings
 from imlint.fix import apply_fixes, unfixable_reason
 from imlint.model import ModuleModel, parse_and_build
+from imlint.narrow import narrow
 from imlint.project import FileFacts, ProjectIndex, summarize
 from imlint.rule import Finding, Rule
 from imlint.rules import ALL_RULES
@@ -160,10 +161,24 @@ class Linter:
         return self.check_all(path, text, facts, vetted)[0]
 
     def check_all(
-        self, path: str, text: str, facts: FileFacts | None = None, vetted: bool = False
+        self,
+        path: str,
+        text: str,
+        facts: FileFacts | None = None,
+        vetted: bool = False,
+        narrowed: bool = False,
     ) -> tuple[list[Finding], list[Finding]]:
-        """(reported, guarded by every caller) findings for source text."""
-        _, model, facts = self.model(path, text, facts, vetted)
+        """(reported, guarded by every caller) findings for source text.
+
+        ``narrowed``: LibCST sees only the functions a check needs (``imlint.narrow``);
+        the findings are the same, positions included."""
+        if narrowed and facts is not None:
+            view = narrow(text, python_parse(text), self.settings.options, facts)
+            if view is None:
+                return [], []
+            _, model = parse_and_build(view, self.settings.options, facts)
+        else:
+            _, model, facts = self.model(path, text, facts, vetted)
         return split_guarded(self.findings(path, text, model), facts)
 
     def fix_text(self, path: str, text: str, facts: FileFacts | None = None) -> FixReport:
@@ -196,10 +211,15 @@ class Linter:
     # ---- one file, with every error turned into one line
 
     def check_source(
-        self, path: str, source: Source, facts: FileFacts | None = None, vetted: bool = False
+        self,
+        path: str,
+        source: Source,
+        facts: FileFacts | None = None,
+        vetted: bool = False,
+        narrowed: bool = False,
     ) -> FileResult:
         try:
-            reported, guarded = self.check_all(path, source.text, facts, vetted)
+            reported, guarded = self.check_all(path, source.text, facts, vetted, narrowed)
             return FileResult(path, reported, guarded=guarded)
         except PARSE_FAILURES as exc:
             return FileResult(path, error=parse_failure(exc, source.text))
@@ -267,7 +287,7 @@ def process_file(
         # found by Python's own parser (parsing only; nothing is executed).
         return Outcome(path, error=None if vetted else python_syntax_error(source.text))
     if mode == "check":
-        result = linter.check_source(path, source, facts, vetted)
+        result = linter.check_source(path, source, facts, vetted, narrowed=pattern is not None)
         return Outcome(
             path, _detached(result.findings), result.error, guarded=_detached(result.guarded)
         )

@@ -1,0 +1,557 @@
+"""Narrow a module to the functions a check needs, before LibCST sees it.
+
+LibCST is what a check spends its time on (parsing and walking cost about the same),
+and most functions of a file that allocates somewhere cannot matter to any finding.
+An allocation site lives in a function that makes a call an allocator could be (the
+project summaries' call test, plus this file's allocating callables and get-or-create
+helpers from the project index). Everything else the model reads about a site is
+reached by name:
+
+- writes in other functions name the storage (``self._buf``, ``_CACHE[key]``,
+  ``getattr(self, "_buf")``), or call a function or method that returns it
+  (``self.get().zero_()``);
+- storage handed in (a parameter, a registry) is reached through calls of the site's
+  function;
+- whether ``self.x[k] = ...`` fills a dict depends on where ``self.x = {}`` is assigned;
+- the import map is per module, and imports inside functions count.
+
+So a check keeps, verbatim: every statement that is not a function definition (at
+module level or directly in a module-level class), every function whose text calls an
+allocator's name, and, to a fixed point, every function whose text mentions a name
+that a kept function stores into, or the name of a kept function that returns a value
+or fills storage it was handed. The other functions become stubs, line for line: their
+header, the imports they make, and ``pass``. Every kept line keeps its number and
+columns, so positions, and therefore findings, are those of the full module
+(``tests/test_speed_paths.py`` and the speed benchmark compare both paths).
+
+Texts are matched as words, comments and strings included: a name found where it is
+not code only keeps more.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from imlint.model import _CONTAINER_CALLS, _CONTAINER_METHODS, CONSTRUCTORS
+from imlint.options import AnalysisOptions
+from imlint.project import FileFacts
+from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_FACTORIES
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_WORD = re.compile(r"\w+")
+_DEF = re.compile(r"\bdef\s+(\w+)")
+#: Calls that fill storage (the model's ``setdefault``/``update``/``__setitem__``/
+#: ``register_buffer``/``setattr`` stores) and ``:=``: expressions to look inside.
+_STORE_CALLS = frozenset({"setdefault", "update", "__setitem__", "register_buffer"})
+_TRIGGER = re.compile(r"setdefault|update|__setitem__|register_buffer|setattr|:=")
+
+
+@dataclass(eq=False)
+class _Unit:
+    node: ast.stmt
+    start: int  # first line (decorators included), 1-based
+    end: int  # last line
+    function: bool  # a module-level function or a method: may become a stub
+    owner: int | None = None  # for a member of a class: id() of the class node
+    words: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Scan:
+    """What a kept unit's statements store into and define."""
+
+    #: What a write to the storage must spell: one name (a global, a container), or
+    #: every word of an attribute on a handed-in object (``batch.latents``).
+    stores: set[frozenset[str]] = field(default_factory=set)
+    class_stores: set[str] = field(default_factory=set)  # ... for ``self``'s attributes
+
+
+def allocator_names(tree: ast.Module, options: AnalysisOptions, facts: FileFacts) -> set[str]:
+    """Last names of every call that could allocate in this file: torch's factories and
+    ``new_*`` methods, configured allocators, the project's allocating callables and
+    get-or-create helpers (as this file spells them), and local names imported as any of
+    these (``from torch import empty as e``)."""
+    names = set(TORCH_FACTORIES) | set(TENSOR_NEW_METHODS)
+    names |= {n.rsplit(".", 1)[-1] for n in options.extra_allocators}
+    for key in (*facts.allocators, *facts.helpers):
+        names.add(key.rsplit(".", 1)[-1].rsplit("|", 1)[-1])
+    aliases: set[str] = set()
+    for node in _statements(tree.body):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                if alias.asname and alias.name.rsplit(".", 1)[-1] in names:
+                    aliases.add(alias.asname)
+    return names | aliases
+
+
+def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFacts) -> str | None:
+    """The text LibCST needs to see for a check of this module (see the module doc);
+    None when nothing calls an allocator's name, so no site can exist."""
+    if "\r" in text.replace("\r\n", ""):
+        return text  # lone carriage returns: Python and LibCST may count lines apart
+    lines = text.splitlines(keepends=True)
+    units = list(_units(tree))
+    allocating = allocator_names(tree, options, facts)
+    calls = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, allocating))) + r")\s*\(")
+    triggers = _trigger_lines(text)
+    containers = _Containers(tree)
+    kept: set[int] = set()
+    needed: set[str] = set()  # names that keep any function mentioning them
+    groups: set[frozenset[str]] = set()  # ... all of them, together
+    needed_in: dict[int, set[str]] = {}  # names that keep the methods of one class
+    any_site = False
+    helpers = {k.rsplit(".", 1)[-1].rsplit("|", 1)[-1] for k in facts.helpers}
+
+    def need_name(unit: _Unit) -> None:
+        """A function returns a value: calls of it in the module may lead to storage (a
+        method is called as ``self.m()``, by its class's other methods)."""
+        name = unit.node.name  # type: ignore[attr-defined]
+        if unit.owner is None:
+            needed.add(name)
+        else:
+            needed_in.setdefault(unit.owner, set()).add(name)
+
+    for i, unit in enumerate(units):
+        source = _text(lines, unit)
+        unit.words = set(_WORD.findall(source))
+        calls_allocator = bool(unit.words & allocating) and bool(calls.search(source))
+        if unit.function and not calls_allocator:
+            continue
+        kept.add(i)
+        if unit.function:
+            scan = _scan(unit, triggers, containers)
+            if "return" in unit.words:
+                need_name(unit)
+        else:
+            # Any other statement is kept. Only a function can hold a site: one it
+            # defines (under ``if``/``try``, in a nested class) may be one, or be called.
+            defined = _DEF.search(source) is not None
+            if defined and unit.owner is None:
+                needed |= _module_functions(unit.node)
+            if not (calls_allocator and defined):
+                continue
+            scan = _scan(unit, triggers, containers)
+        any_site = True
+        # A helper's site is reached through the helper's name.
+        for group in scan.stores:
+            if len(group) == 1:
+                needed |= group
+            else:
+                groups.add(group)
+        needed |= unit.words & helpers
+        if scan.class_stores:
+            key = unit.owner if unit.owner is not None else -1
+            needed_in.setdefault(key, set()).update(scan.class_stores)
+    if not any_site:
+        return None
+    changed = True
+    while changed:
+        changed = False
+        for i, unit in enumerate(units):
+            if i in kept:
+                continue
+            if (
+                unit.words & needed
+                or (unit.owner is not None and unit.words & needed_in.get(unit.owner, set()))
+                or any(group <= unit.words for group in groups)
+            ) and _contributes(unit, _text(lines, unit)):
+                kept.add(i)
+                changed = True
+                if "return" in unit.words:
+                    need_name(unit)
+    stubs = [u for i, u in enumerate(units) if i not in kept]
+    for unit in stubs:
+        _stub(lines, unit)
+    return "".join(lines) if stubs else text
+
+
+# --------------------------------------------------------------------------- units
+
+
+def _units(tree: ast.Module) -> Iterator[_Unit]:
+    """Module-level statements, with each module-level class split into its members."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef):
+            header_end = stmt.body[0].lineno - 1
+            yield _Unit(stmt, _first_line(stmt), max(header_end, stmt.lineno), False)
+            for member in stmt.body:
+                unit = _Unit(member, _first_line(member), _last_line(member), _is_function(member))
+                unit.owner = id(stmt)
+                yield unit
+        else:
+            yield _Unit(stmt, _first_line(stmt), _last_line(stmt), _is_function(stmt))
+
+
+#: In-place writes as the model sees them, by their text: a method ending in ``_``
+#: (``x.zero_()``), ``out=``, an augmented assignment; subscript stores are found in
+#: the statements.
+_WRITE = re.compile(r"\.\s*[A-Za-z]\w*_\s*\(|\bout\s*=(?!=)|(?:[-+*/%&|^@]|<<|>>|\*\*|//)=")
+
+
+def _contributes(unit: _Unit, text: str) -> bool:
+    """Whether a function can change a site elsewhere: it writes in place, returns a
+    value (a getter of the storage), or assigns a dict or list (which makes ``x[k] = v``
+    elsewhere a store). A function that only mentions the storage cannot."""
+    if "return" in unit.words or _WRITE.search(text):
+        return True
+    for stmt in _statements([unit.node]):
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if stmt.value is not None and _is_container(stmt.value):
+                return True
+            if any(isinstance(n, ast.Subscript) for t in targets for n in _target_nodes(t)):
+                return True
+    return False
+
+
+def _target_nodes(target: ast.expr) -> Iterator[ast.expr]:
+    """An assignment target and, for a tuple or list, its elements (``a[0], b = ...``)."""
+    yield target
+    if isinstance(target, (ast.Tuple, ast.List)):
+        for el in target.elts:
+            yield from _target_nodes(el)
+    elif isinstance(target, ast.Starred):
+        yield from _target_nodes(target.value)
+
+
+def _module_functions(stmt: ast.stmt) -> set[str]:
+    """Functions a module-level statement defines (``if``/``try`` branches), not
+    methods of the classes it defines."""
+    out: set[str] = set()
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _FUNCTIONS):
+            out.add(node.name)
+            continue
+        if isinstance(node, ast.ClassDef):
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(node, name, ()))
+        for handler in getattr(node, "handlers", ()):
+            stack.extend(handler.body)
+        for case in getattr(node, "cases", ()):
+            stack.extend(case.body)
+    return out
+
+
+def _is_function(node: ast.stmt) -> bool:
+    return isinstance(node, _FUNCTIONS)
+
+
+def _first_line(node: ast.stmt) -> int:
+    decorators = getattr(node, "decorator_list", ())
+    return min([node.lineno, *(d.lineno for d in decorators)])
+
+
+def _last_line(node: ast.stmt) -> int:
+    return node.end_lineno or node.lineno
+
+
+def _text(lines: list[str], unit: _Unit) -> str:
+    return "".join(lines[unit.start - 1 : unit.end])
+
+
+def _trigger_lines(text: str) -> set[int]:
+    starts = [0]
+    starts.extend(m.end() for m in re.finditer("\n", text))
+    return {bisect.bisect_right(starts, m.start()) for m in _TRIGGER.finditer(text)}
+
+
+def _statements(body: Iterable[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement in ``body``, nested ones included (expressions are not entered)."""
+    stack = list(reversed(list(body)))
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        children: list[ast.stmt] = []
+        for name in ("body", "orelse", "finalbody"):
+            children.extend(getattr(stmt, name, ()))
+        for handler in getattr(stmt, "handlers", ()):
+            children.extend(handler.body)
+        for case in getattr(stmt, "cases", ()):
+            children.extend(case.body)
+        stack.extend(reversed(children))
+
+
+def _scan(unit: _Unit, triggers: set[int], containers: _Containers) -> _Scan:
+    """Stores, definitions and imports of a unit that makes an allocating call."""
+    scan = _Scan()
+    node = unit.node
+    self_name: str | None = None
+    constructor_body: set[int] = set()
+    if unit.function and isinstance(node, _FUNCTIONS):
+        args = [*node.args.posonlyargs, *node.args.args]
+        static = any(_root(d) == "staticmethod" for d in node.decorator_list)
+        if args and unit.owner is not None and not static:
+            self_name = args[0].arg  # ``cls`` too: the model reads both as ``self``
+        if node.name in CONSTRUCTORS and self_name is not None:
+            # Attribute stores at the constructor's own level are construction.
+            constructor_body = {id(s) for s in _own_statements(node)}
+    targets: list[tuple[ast.expr, bool]] = []  # (target, in the constructor's own body)
+    roots: list[tuple[ast.expr, str | None]] = []  # (storage, attribute it names)
+    declared: set[str] = set()
+    for stmt in _statements([node]):
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            own = id(stmt) in constructor_body
+            for t in stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]:
+                targets.append((t, own))
+        elif isinstance(stmt, (ast.Global, ast.Nonlocal)):
+            declared.update(stmt.names)
+        if _touches(stmt, triggers):
+            for expr in _header_expressions(stmt):
+                for sub in ast.walk(expr):
+                    if isinstance(sub, ast.NamedExpr):
+                        targets.append((sub.target, False))
+                    elif isinstance(sub, ast.Call):
+                        func = sub.func
+                        if isinstance(func, ast.Attribute) and func.attr in _STORE_CALLS:
+                            if func.attr == "__setitem__":
+                                if containers.known(func.value, node):
+                                    roots.append((func.value, None))
+                            elif func.attr != "register_buffer":
+                                roots.append((func.value, None))
+                            elif sub.args and _string(sub.args[0]) is not None:
+                                roots.append((func.value, _string(sub.args[0])))
+                        elif isinstance(func, ast.Name) and func.id == "setattr" and sub.args:
+                            # A computed name is a text no write can spell: skip it.
+                            name = _string(sub.args[1]) if len(sub.args) >= 2 else None
+                            if name is not None:
+                                roots.append((sub.args[0], name))
+    while targets:
+        t, own = targets.pop()
+        if isinstance(t, (ast.Tuple, ast.List)):
+            targets.extend((e, own) for e in t.elts)
+        elif isinstance(t, ast.Starred):
+            targets.append((t.value, own))
+        elif isinstance(t, ast.Name):
+            if t.id in declared:
+                scan.stores.add(frozenset({t.id}))
+        elif isinstance(t, ast.Attribute):
+            if not own:
+                roots.append((t.value, t.attr))
+        elif isinstance(t, ast.Subscript):
+            # ``x[k] = v`` copies into a tensor unless ``x`` is known to be a dict or a
+            # list (the model's test): only then is it storage.
+            if not _slice_store(t) and containers.known(t.value, node):
+                roots.append((t.value, None))
+    for expr, attr in roots:
+        # ``obj.attr = v`` (``setattr``, ``register_buffer``) fills ``obj.attr``;
+        # ``obj[k] = v`` (``setdefault``, ``update``) fills the container ``obj``.
+        root = _root(expr)
+        names = {attr} if attr is not None else _last_names(expr)
+        if root is not None and root == self_name:
+            if attr is not None or names == {self_name}:
+                # Written through ``self``: only the class's methods can reach it.
+                scan.class_stores |= names
+            else:
+                # ``self.x[k] = v`` is a dict store if any class assigns ``self.x = {}``.
+                scan.stores.update(frozenset({n}) for n in names)
+            continue
+        if attr is not None:
+            # A write elsewhere names the whole text (``batch.latents``), or calls a
+            # function that returns it.
+            words = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+            words |= {n.attr for n in ast.walk(expr) if isinstance(n, ast.Attribute)}
+            scan.stores.add(frozenset((words | {attr}) - {"self"}) or frozenset({attr}))
+        else:
+            # Containers: ``self.x = {}`` elsewhere decides that they are storage.
+            scan.stores.update(frozenset({n}) for n in names)
+    return scan
+
+
+class _Containers:
+    """Which storage the model knows to be a dict or a list (over-approximated by the
+    name it ends in): names assigned one anywhere in the module (``_K = {}``,
+    ``self._k = defaultdict(...)``), or used like one in the storing function."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self._module: set[str] | None = None
+        self._uses: dict[int, set[str]] = {}
+
+    def known(self, container: ast.expr, func: ast.stmt) -> bool:
+        names = _last_names(container)
+        if not names or "__dict__" in names:
+            return True
+        if self._module is None:
+            self._module = set()
+            for stmt in _statements(self.tree.body):
+                if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+                    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+                    for t in targets:
+                        self._assigned(t, stmt.value)
+        if names & self._module:
+            return True
+        uses = self._uses.get(id(func))
+        if uses is None:
+            uses = self._uses[id(func)] = _container_uses(func)
+        return bool(names & (uses | self._module))
+
+    def _assigned(self, target: ast.expr, value: ast.expr) -> None:
+        assert self._module is not None
+        if isinstance(target, (ast.Tuple, ast.List)):
+            values = value.elts if isinstance(value, (ast.Tuple, ast.List)) else None
+            for i, el in enumerate(target.elts):
+                if values is None or len(values) != len(target.elts):
+                    self._module |= _last_names(el)  # unknown values: assume a container
+                else:
+                    self._assigned(el, values[i])
+        elif _is_container(value):
+            self._module |= _last_names(target)
+
+
+def _is_container(value: ast.expr) -> bool:
+    """The model's ``_is_container``, by last name (a superset)."""
+    if isinstance(value, (ast.Dict, ast.List, ast.DictComp, ast.ListComp)):
+        return True
+    if isinstance(value, ast.BinOp):
+        return isinstance(value.left, ast.List) or isinstance(value.right, ast.List)
+    if isinstance(value, ast.Call):
+        names = _last_names(value.func)
+        return bool(names & {c.rsplit(".", 1)[-1] for c in _CONTAINER_CALLS})
+    return False
+
+
+def _container_uses(func: ast.stmt) -> set[str]:
+    """Names of what a function uses like a dict or list: ``k in x``, ``x[k] is None``,
+    ``x.get(k)``."""
+    out: set[str] = set()
+    for node in ast.walk(func):
+        if isinstance(node, ast.Compare):
+            left = node.left
+            for op, right in zip(node.ops, node.comparators, strict=False):
+                if isinstance(op, (ast.In, ast.NotIn)):
+                    out |= _last_names(right)
+                elif isinstance(op, (ast.Is, ast.IsNot)) and isinstance(left, ast.Subscript):
+                    out |= _last_names(left.value)
+                left = right
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in _CONTAINER_METHODS:
+                out |= _last_names(node.func.value)
+    return out
+
+
+def _slice_store(target: ast.Subscript) -> bool:
+    """``x[a:b] = v``, ``x[..., i] = v``: the model's slice test, where it is sure to
+    hold (no brackets inside the index)."""
+    index = target.slice
+    inside = list(ast.walk(index))
+    if any(
+        isinstance(n, (ast.Subscript, ast.List, ast.ListComp, ast.Dict, ast.Lambda)) for n in inside
+    ):
+        return False
+    return any(
+        isinstance(n, ast.Slice) or (isinstance(n, ast.Constant) and n.value is Ellipsis)
+        for n in inside
+    )
+
+
+def _own_statements(func: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[ast.stmt]:
+    """A function's statements, not those of functions or classes nested in it."""
+    stack = list(func.body)
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        if isinstance(stmt, _DEFINITIONS):
+            continue
+        for name in ("body", "orelse", "finalbody"):
+            stack.extend(getattr(stmt, name, ()))
+        for handler in getattr(stmt, "handlers", ()):
+            stack.extend(handler.body)
+        for case in getattr(stmt, "cases", ()):
+            stack.extend(case.body)
+
+
+def _touches(stmt: ast.stmt, triggers: set[int]) -> bool:
+    """Whether a statement's own lines (a compound statement's header) hold a trigger."""
+    if not triggers:
+        return False
+    body = getattr(stmt, "body", None)
+    last = body[0].lineno if body else (stmt.end_lineno or stmt.lineno)
+    return any(line in triggers for line in range(stmt.lineno, last + 1))
+
+
+def _header_expressions(stmt: ast.stmt) -> Iterator[ast.AST]:
+    """A statement's expressions, not its nested statements."""
+    for _, value in ast.iter_fields(stmt):
+        if isinstance(value, ast.AST) and not isinstance(value, ast.stmt):
+            yield value
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, ast.AST) and not isinstance(item, ast.stmt):
+                    yield item
+
+
+def _root(expr: ast.expr) -> str | None:
+    """The name an attribute/subscript chain starts from (None: a call, a literal)."""
+    while isinstance(expr, (ast.Attribute, ast.Subscript)):
+        expr = expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _last_names(expr: ast.expr) -> set[str]:
+    """The name a storage expression ends in: ``X`` for ``X[k]``, ``_b`` for ``self._b``."""
+    while isinstance(expr, ast.Subscript):
+        expr = expr.value
+    if isinstance(expr, ast.Attribute):
+        return {expr.attr}
+    if isinstance(expr, ast.Name):
+        return {expr.id}
+    return set()
+
+
+def _string(expr: ast.expr) -> str | None:
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return expr.value
+    return None
+
+
+# --------------------------------------------------------------------------- stubs
+
+
+def _alone(lines: list[str], node: ast.stmt) -> bool:
+    """Whether a statement starts its line (nothing but indentation before it)."""
+    return not lines[node.lineno - 1].encode()[: node.col_offset].strip()
+
+
+def _shares_end(lines: list[str], node: ast.stmt) -> bool:
+    """Whether code follows a statement on its last line (``import a; x = 1``)."""
+    end_line = (node.end_lineno or node.lineno) - 1
+    rest = lines[end_line].encode()[node.end_col_offset or 0 :].decode().strip()
+    return bool(rest) and not rest.startswith("#")
+
+
+def _stub(lines: list[str], unit: _Unit) -> None:
+    """Replace a function with ``def name():`` and its imports (or ``pass``), line for
+    line: decorators and the signature go, since nothing reads a stub's."""
+    node = unit.node
+    assert isinstance(node, _FUNCTIONS)
+    first = node.body[0]
+    imports = [s for s in _statements(node.body) if isinstance(s, (ast.Import, ast.ImportFrom))]
+    if not _alone(lines, first) or any(
+        not _alone(lines, imp) or _shares_end(lines, imp) for imp in imports
+    ):
+        return  # a body on the header's line, or an import sharing a line: keep it all
+    def_line = lines[node.lineno - 1]
+    header = def_line.encode()[: node.col_offset].decode() + f"def {node.name}():"
+    indent = lines[first.lineno - 1].encode()[: first.col_offset].decode()
+    keep: dict[int, str] = {node.lineno - 1: header + _newline(def_line)}
+    for imp in imports:
+        start = imp.lineno - 1
+        keep[start] = indent + lines[start].lstrip(" \t\f")
+        for k in range(start + 1, imp.end_lineno or imp.lineno):
+            keep[k] = lines[k]  # continuation lines: inside brackets or after a backslash
+    if first.lineno - 1 not in keep:
+        keep[first.lineno - 1] = indent + "pass" + _newline(lines[first.lineno - 1])
+    for k in range(unit.start - 1, unit.end):
+        lines[k] = keep.get(k, _newline(lines[k]))
+
+
+def _newline(line: str) -> str:
+    return "\r\n" if line.endswith("\r\n") else "\n" if line.endswith("\n") else ""

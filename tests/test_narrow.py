@@ -1,0 +1,284 @@
+"""Narrowing (``imlint.narrow``): LibCST sees only the functions a check needs, and
+the findings are exactly those of the whole module."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import random
+import textwrap
+
+import pytest
+
+from imlint.config import Settings, load_settings
+from imlint.engine import Linter
+from imlint.narrow import narrow
+
+from .conftest import FIXTURES, fixture_text, project_facts
+
+LINTER = Linter(Settings())
+
+
+def both(code: str, linter: Linter = LINTER, facts=None, path: str = "t.py"):
+    """(findings of the whole module, findings of the narrowed one), as plain data."""
+    code = textwrap.dedent(code)
+    if facts is None:
+        facts = linter.facts_for(path, code, ast.parse(code))
+
+    def plain(found):
+        return [dataclasses.replace(f, site=None) for f in found]
+
+    full = linter.check_all(path, code, facts)
+    narrowed = linter.check_all(path, code, facts, narrowed=True)
+    return tuple(map(plain, full)), tuple(map(plain, narrowed))
+
+
+def view(code: str) -> str | None:
+    code = textwrap.dedent(code)
+    facts = LINTER.facts_for("t.py", code, ast.parse(code))
+    return narrow(code, ast.parse(code), LINTER.settings.options, facts)
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(p for p in FIXTURES.rglob("*.py") if not p.name.endswith(".fixed.py")),
+    ids=lambda p: str(p.relative_to(FIXTURES)),
+)
+def test_fixtures_narrowed_equal_whole(path):
+    linter = Linter(load_settings(FIXTURES / "pyproject.toml"))
+    text = fixture_text(path)
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        pytest.skip("not Python")
+    full, narrowed = both(text, linter, project_facts(linter, path), str(path))
+    assert narrowed == full
+
+
+# Each case keeps what decides a finding in a function that allocates nothing.
+CASES = {
+    "a write in another method makes it an error": """
+        import torch
+        class Pool:
+            def get(self, n):
+                if self._buf is None:
+                    self._buf = torch.empty(n)
+                return self._buf
+            def unrelated(self):
+                return 1
+            def reset(self):
+                self._buf.zero_()
+        """,
+    "a write through a getter": """
+        import torch
+        class Pool:
+            def _get(self, n):
+                if self._buf is None:
+                    self._buf = torch.empty(n)
+                return self._buf
+            def peek(self, n):
+                return self._get(n)
+            def noise(self):
+                print(self)
+            def reset(self, n):
+                self.peek(n).zero_()
+        """,
+    "a write through a module-level getter and an alias": """
+        import torch
+        _BUF = None
+        def get_buf(n):
+            global _BUF
+            if _BUF is None:
+                _BUF = torch.empty(n)
+            return _BUF
+        def noise():
+            print("noise")
+        def use():
+            b = get_buf(4)
+            b.add_(1)
+        """,
+    "the container is a dict because __init__ says so": """
+        import torch
+        class Cache:
+            def __init__(self):
+                self._k = {}
+            def noise(self, x):
+                print(x)
+            def get(self, key):
+                if self._k.get(key) is None:
+                    self._k[key] = torch.zeros(4)
+                return self._k[key]
+        """,
+    "an import inside another function qualifies the allocator": """
+        _Z = None
+        def setup():
+            from torch import zeros as Z
+            print(Z)
+        def get():
+            global _Z
+            if _Z is None:
+                _Z = Z(3)
+            return _Z
+        def write():
+            _Z.fill_(0)
+        """,
+    "storage on a handed-in object, written by a caller": """
+        import torch
+        def ensure(obj, n):
+            if obj.buf is None:
+                obj.buf = torch.empty(n)
+        def noise():
+            return 2
+        def caller(obj):
+            ensure(obj, 3)
+            obj.buf.mul_(2)
+        """,
+    "a cached function, written through its result": """
+        import functools
+        import torch
+        @functools.lru_cache
+        def table(n):
+            return torch.arange(n)
+        def noise(a, b):
+            return a + b
+        def scale():
+            table(3).mul_(2)
+        """,
+    "functions under a module-level if": """
+        import torch
+        _B = {}
+        if True:
+            def get(k):
+                if k not in _B:
+                    _B[k] = torch.empty(k)
+                return _B[k]
+        def write(k):
+            _B[k].zero_()
+        def noise():
+            print("noise")
+        """,
+    "a decorated, multi-line stub and a one-line function": """
+        import torch
+        _C = {}
+        def one(x): return x
+        @staticmethod
+        def many(
+            a,
+            b,
+        ):
+            '''Docs.'''
+            return a
+        def get(k):
+            if k not in _C:
+                _C[k] = torch.ones(k)
+            return _C[k]
+        """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cross_function_cases(name):
+    full, narrowed = both(CASES[name])
+    assert full[0], "the case must produce a finding"
+    assert narrowed == full
+    stubbed = view(CASES[name])
+    assert stubbed is not None and stubbed != textwrap.dedent(CASES[name]), "nothing narrowed"
+
+
+def test_writes_elsewhere_decide_the_rule():
+    """The cross-function cases are real: without the writer, the finding changes."""
+    full, _ = both(CASES["a write in another method makes it an error"])
+    assert [f.code for f in full[0]] == ["IM001"]
+    without = CASES["a write in another method makes it an error"].rsplit("def reset", 1)[0]
+    assert [f.code for f in both(without)[0][0]] == ["IM002"]
+
+
+def test_lines_and_columns_are_kept():
+    code = textwrap.dedent(CASES["a decorated, multi-line stub and a one-line function"])
+    narrowed = view(code)
+    assert narrowed is not None
+    assert narrowed.count("\n") == code.count("\n")
+    for before, after in zip(code.splitlines(), narrowed.splitlines(), strict=True):
+        assert after == before or not after.strip() or after.strip() in ("pass", "def many():")
+    assert "def one(x): return x" in narrowed  # a body on the header's line stays whole
+    ast.parse(narrowed)
+
+
+def test_nothing_to_check_without_an_allocating_call():
+    assert view("import torch\ndef f(x):\n    return torch.relu(x)\n# torch.empty(3)\n") is None
+
+
+def test_crlf_and_lone_carriage_returns():
+    code = "import torch\r\n_C = {}\r\ndef n():\r\n    pass\r\ndef g(k):\r\n    if k not in _C:\r\n        _C[k] = torch.empty(k)\r\n"
+    full, narrowed = both(code)
+    assert full[0] and narrowed == full
+    lone = code.replace("\r\n", "\r", 1)
+    assert view(lone) == lone  # not narrowed: line numbering is left to the full parse
+
+
+# ----------------------------------------------------------------------------- random
+
+
+METHODS = [
+    "def get(self, n):\n    if self._buf is None:\n        self._buf = torch.empty(n)\n    return self._buf",
+    "def reset(self):\n    self._buf.zero_()",
+    "def via_get(self, n):\n    self.get(n).zero_()",
+    "def cached(self, key):\n    if key not in self._k:\n        self._k[key] = torch.zeros(4)\n    return self._k[key]",
+    "def fill(self, key):\n    self._k[key].fill_(1)",
+    "def alias(self):\n    b = self._buf\n    b.copy_(b)",
+    "def setup(self):\n    self._m = {}",
+    "def put(self, k):\n    if self._m.get(k) is None:\n        self._m[k] = torch.ones(2)",
+    "def noise(self):\n    return 1",
+    "def sub(self, i):\n    self._w[i] = 0",
+    "def lazy_w(self, n):\n    if self._w is None:\n        self._w = self._buf.new_zeros(n)",
+    "@property\ndef w(self):\n    return self._w",
+    "def imp(self):\n    import numpy as torch2\n    return torch2",
+]
+FUNCTIONS = [
+    "def get_buf(n):\n    global _BUF\n    if _BUF is None:\n        _BUF = torch.empty(n)\n    return _BUF",
+    "def use_buf():\n    get_buf(4).add_(1)",
+    "def use_buf2():\n    _BUF.zero_()",
+    "def cache_get(k):\n    if k not in _CACHE:\n        _CACHE[k] = torch.empty(k)\n    return _CACHE[k]",
+    "def cache_write(k):\n    _CACHE[k].fill_(0)",
+    "@lru_cache\ndef table(n):\n    return torch.arange(n)",
+    "def table_write():\n    table(3).zero_()",
+    "def handed(obj, n):\n    if obj.buf is None:\n        obj.buf = torch.empty(n)",
+    "def caller(obj):\n    handed(obj, 3)\n    obj.buf.mul_(2)",
+    "def lazy_import():\n    from torch import zeros as Z\n    return None",
+    "def z_get():\n    global _Z\n    if _Z is None:\n        _Z = Z(3)",
+    "def z_write():\n    _Z += 1",
+    "def noise(x):\n    return [y for y in x]",
+    "def out_write(a):\n    torch.add(a, a, out=_BUF)",
+    "def regs():\n    _REG.setdefault('k', torch.empty(1))",
+    "def reg_write():\n    _REG['k'].zero_()",
+]
+
+
+def _module(rng: random.Random) -> str:
+    methods = rng.sample(METHODS, rng.randint(1, len(METHODS)))
+    functions = rng.sample(FUNCTIONS, rng.randint(1, len(FUNCTIONS)))
+    parts = [
+        "import torch",
+        "from functools import lru_cache",
+        "_CACHE = {}",
+        "_REG = {}",
+        "_BUF = None",
+        "_Z = None",
+        "class Pool:",
+        "    def __init__(self):\n        self._k = {}\n        self._buf = None\n        self._w = None",
+    ]
+    parts += [textwrap.indent(m, "    ") for m in methods]
+    parts += functions
+    return "\n".join(parts) + "\n"
+
+
+def test_random_modules_narrowed_equal_whole():
+    rng = random.Random(20261202)
+    stubbed = errors = 0
+    for _ in range(150):
+        code = _module(rng)
+        full, narrowed = both(code)
+        assert narrowed == full, code
+        errors += sum(f.severity == "error" for f in full[0])
+        stubbed += view(code) != code
+    assert stubbed > 50 and errors > 50  # the comparison saw narrowing and errors
