@@ -33,6 +33,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -63,12 +64,14 @@ class _Unit:
 
 @dataclass
 class _Scan:
-    """What a kept unit's statements store into and define."""
+    """What a kept function stores into, as writes elsewhere would have to spell it."""
 
-    #: What a write to the storage must spell: one name (a global, a container), or
-    #: every word of an attribute on a handed-in object (``batch.latents``).
-    stores: set[frozenset[str]] = field(default_factory=set)
-    class_stores: set[str] = field(default_factory=set)  # ... for ``self``'s attributes
+    #: Every word of the stored text, which a write elsewhere must spell too
+    #: (``batch.latents``, ``_CACHE[key]``), or name through a getter.
+    writes: set[frozenset[str]] = field(default_factory=set)
+    class_writes: set[str] = field(default_factory=set)  # ``self``'s: its class only
+    containers: set[str] = field(default_factory=set)  # ``x`` of ``x[k] = v``
+    cached: bool = False  # a function with a cache decorator: it keeps its result
 
 
 def allocator_names(tree: ast.Module, options: AnalysisOptions, facts: FileFacts) -> set[str]:
@@ -101,11 +104,14 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
     triggers = _trigger_lines(text)
     containers = _Containers(tree)
     kept: set[int] = set()
-    needed: set[str] = set()  # names that keep any function mentioning them
-    groups: set[frozenset[str]] = set()  # ... all of them, together
-    needed_in: dict[int, set[str]] = {}  # names that keep the methods of one class
+    needed: set[str] = set()  # a function that mentions one of these may matter
+    groups: set[frozenset[str]] = set()  # ... or all the words of one of these
+    needed_in: dict[int, set[str]] = {}  # ... or, for a method, one of its class's
+    declared: set[str] = set()  # containers: where a dict or list is assigned matters
+    skeletons: list[_Unit] = []
     any_site = False
     helpers = {k.rsplit(".", 1)[-1].rsplit("|", 1)[-1] for k in facts.helpers}
+    cache_names = {n.rsplit(".", 1)[-1] for n in options.extra_cache_decorators}
 
     def need_name(unit: _Unit) -> None:
         """A function returns a value: calls of it in the module may lead to storage (a
@@ -118,35 +124,43 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
 
     for i, unit in enumerate(units):
         source = _text(lines, unit)
-        unit.words = set(_WORD.findall(source))
+        unit.words = _word_set(source)
         calls_allocator = bool(unit.words & allocating) and bool(calls.search(source))
         if unit.function and not calls_allocator:
             continue
-        kept.add(i)
         if unit.function:
-            scan = _scan(unit, triggers, containers)
+            scan = _scan(unit, triggers, containers, cache_names)
+            if not (scan.writes or scan.class_writes or scan.containers or scan.cached) and not (
+                unit.words & helpers
+            ):
+                continue  # allocates, but keeps nothing: no site (a writer, perhaps)
+            kept.add(i)
             if "return" in unit.words:
                 need_name(unit)
         else:
+            kept.add(i)
             # Any other statement is kept. Only a function can hold a site: one it
             # defines (under ``if``/``try``, in a nested class) may be one, or be called.
             defined = _DEF.search(source) is not None
             if defined and unit.owner is None:
                 needed |= _module_functions(unit.node)
             if not (calls_allocator and defined):
+                if not defined:
+                    skeletons.append(unit)
                 continue
-            scan = _scan(unit, triggers, containers)
+            scan = _scan(unit, triggers, containers, cache_names)
         any_site = True
         # A helper's site is reached through the helper's name.
-        for group in scan.stores:
+        needed |= unit.words & helpers
+        for group in scan.writes:
             if len(group) == 1:
                 needed |= group
             else:
                 groups.add(group)
-        needed |= unit.words & helpers
-        if scan.class_stores:
+        if scan.class_writes:
             key = unit.owner if unit.owner is not None else -1
-            needed_in.setdefault(key, set()).update(scan.class_stores)
+            needed_in.setdefault(key, set()).update(scan.class_writes)
+        declared |= scan.containers
     if not any_site:
         return None
     changed = True
@@ -155,11 +169,12 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
         for i, unit in enumerate(units):
             if i in kept:
                 continue
-            if (
-                unit.words & needed
-                or (unit.owner is not None and unit.words & needed_in.get(unit.owner, set()))
+            in_class = needed_in.get(unit.owner, set()) if unit.owner is not None else set()
+            writer = (
+                bool(unit.words & needed or unit.words & in_class or "*" in in_class)
                 or any(group <= unit.words for group in groups)
-            ) and _contributes(unit, _text(lines, unit)):
+            ) and _writes_or_returns(unit, _text(lines, unit))
+            if writer or (unit.words & declared and _declares(unit, declared)):
                 kept.add(i)
                 changed = True
                 if "return" in unit.words:
@@ -167,7 +182,9 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
     stubs = [u for i, u in enumerate(units) if i not in kept]
     for unit in stubs:
         _stub(lines, unit)
-    return "".join(lines) if stubs else text
+    for unit in skeletons:
+        _skeleton(lines, unit)
+    return "".join(lines) if stubs or skeletons else text
 
 
 # --------------------------------------------------------------------------- units
@@ -193,19 +210,31 @@ def _units(tree: ast.Module) -> Iterator[_Unit]:
 _WRITE = re.compile(r"\.\s*[A-Za-z]\w*_\s*\(|\bout\s*=(?!=)|(?:[-+*/%&|^@]|<<|>>|\*\*|//)=")
 
 
-def _contributes(unit: _Unit, text: str) -> bool:
-    """Whether a function can change a site elsewhere: it writes in place, returns a
-    value (a getter of the storage), or assigns a dict or list (which makes ``x[k] = v``
-    elsewhere a store). A function that only mentions the storage cannot."""
+def _writes_or_returns(unit: _Unit, text: str) -> bool:
+    """Whether a function that mentions the storage can change a site: it writes in
+    place, or returns a value (a getter of the storage). Mentions alone cannot."""
     if "return" in unit.words or _WRITE.search(text):
         return True
     for stmt in _statements([unit.node]):
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            if stmt.value is not None and _is_container(stmt.value):
-                return True
             if any(isinstance(n, ast.Subscript) for t in targets for n in _target_nodes(t)):
-                return True
+                return True  # ``x[i] = v``: an in-place write
+    return False
+
+
+def _declares(unit: _Unit, containers: set[str]) -> bool:
+    """Whether a function assigns a dict or list to one of ``containers`` (which makes
+    ``x[k] = v`` a store there)."""
+    for stmt in _statements([unit.node]):
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for t in targets:
+                for n in _target_nodes(t):
+                    if _last_names(n) & containers and (
+                        _is_container(stmt.value) or isinstance(t, (ast.Tuple, ast.List))
+                    ):
+                        return True
     return False
 
 
@@ -253,6 +282,14 @@ def _last_line(node: ast.stmt) -> int:
     return node.end_lineno or node.lineno
 
 
+def _word_set(source: str) -> set[str]:
+    """The words of a text, spelled as Python reads identifiers (NFKC)."""
+    words = set(_WORD.findall(source))
+    if not source.isascii():
+        words |= {unicodedata.normalize("NFKC", w) for w in words}
+    return words
+
+
 def _text(lines: list[str], unit: _Unit) -> str:
     return "".join(lines[unit.start - 1 : unit.end])
 
@@ -279,8 +316,8 @@ def _statements(body: Iterable[ast.stmt]) -> Iterator[ast.stmt]:
         stack.extend(reversed(children))
 
 
-def _scan(unit: _Unit, triggers: set[int], containers: _Containers) -> _Scan:
-    """Stores, definitions and imports of a unit that makes an allocating call."""
+def _scan(unit: _Unit, triggers: set[int], containers: _Containers, cache_names: set[str]) -> _Scan:
+    """What a unit that makes an allocating call stores into."""
     scan = _Scan()
     node = unit.node
     self_name: str | None = None
@@ -294,7 +331,8 @@ def _scan(unit: _Unit, triggers: set[int], containers: _Containers) -> _Scan:
             # Attribute stores at the constructor's own level are construction.
             constructor_body = {id(s) for s in _own_statements(node)}
     targets: list[tuple[ast.expr, bool]] = []  # (target, in the constructor's own body)
-    roots: list[tuple[ast.expr, str | None]] = []  # (storage, attribute it names)
+    #: (object or container, the attribute stored into, the key stored under)
+    roots: list[tuple[ast.expr, str | None, ast.expr | None]] = []
     declared: set[str] = set()
     for stmt in _statements([node]):
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
@@ -303,6 +341,13 @@ def _scan(unit: _Unit, triggers: set[int], containers: _Containers) -> _Scan:
                 targets.append((t, own))
         elif isinstance(stmt, (ast.Global, ast.Nonlocal)):
             declared.update(stmt.names)
+        elif isinstance(stmt, _FUNCTIONS) and not scan.cached:
+            # A cached function keeps what it returns (the model: "cache" in the
+            # decorator's last name, or a configured cache decorator).
+            for d in stmt.decorator_list:
+                names = _last_names(d.func if isinstance(d, ast.Call) else d)
+                if any("cache" in n.lower() or n in cache_names for n in names):
+                    scan.cached = True
         if _touches(stmt, triggers):
             for expr in _header_expressions(stmt):
                 for sub in ast.walk(expr):
@@ -311,18 +356,21 @@ def _scan(unit: _Unit, triggers: set[int], containers: _Containers) -> _Scan:
                     elif isinstance(sub, ast.Call):
                         func = sub.func
                         if isinstance(func, ast.Attribute) and func.attr in _STORE_CALLS:
+                            key = sub.args[0] if sub.args else None
                             if func.attr == "__setitem__":
                                 if containers.known(func.value, node):
-                                    roots.append((func.value, None))
-                            elif func.attr != "register_buffer":
-                                roots.append((func.value, None))
-                            elif sub.args and _string(sub.args[0]) is not None:
-                                roots.append((func.value, _string(sub.args[0])))
+                                    roots.append((func.value, None, key))
+                            elif func.attr == "setdefault":
+                                roots.append((func.value, None, key))
+                            elif func.attr == "update":
+                                roots.append((func.value, None, None))
+                            elif key is not None and _string(key) is not None:
+                                roots.append((func.value, _string(key), None))
                         elif isinstance(func, ast.Name) and func.id == "setattr" and sub.args:
                             # A computed name is a text no write can spell: skip it.
                             name = _string(sub.args[1]) if len(sub.args) >= 2 else None
                             if name is not None:
-                                roots.append((sub.args[0], name))
+                                roots.append((sub.args[0], name, None))
     while targets:
         t, own = targets.pop()
         if isinstance(t, (ast.Tuple, ast.List)):
@@ -331,38 +379,43 @@ def _scan(unit: _Unit, triggers: set[int], containers: _Containers) -> _Scan:
             targets.append((t.value, own))
         elif isinstance(t, ast.Name):
             if t.id in declared:
-                scan.stores.add(frozenset({t.id}))
+                scan.writes.add(frozenset({t.id}))
         elif isinstance(t, ast.Attribute):
             if not own:
-                roots.append((t.value, t.attr))
+                roots.append((t.value, t.attr, None))
         elif isinstance(t, ast.Subscript):
             # ``x[k] = v`` copies into a tensor unless ``x`` is known to be a dict or a
             # list (the model's test): only then is it storage.
             if not _slice_store(t) and containers.known(t.value, node):
-                roots.append((t.value, None))
-    for expr, attr in roots:
-        # ``obj.attr = v`` (``setattr``, ``register_buffer``) fills ``obj.attr``;
-        # ``obj[k] = v`` (``setdefault``, ``update``) fills the container ``obj``.
+                roots.append((t.value, None, t.slice))
+    # Texts are compared with the method's first parameter spelled ``self``.
+    unspelled = {"self", self_name}
+    for expr, attr, key in roots:
         root = _root(expr)
-        names = {attr} if attr is not None else _last_names(expr)
+        if attr is None:
+            scan.containers |= _last_names(expr)
         if root is not None and root == self_name:
-            if attr is not None or names == {self_name}:
-                # Written through ``self``: only the class's methods can reach it.
-                scan.class_stores |= names
-            else:
-                # ``self.x[k] = v`` is a dict store if any class assigns ``self.x = {}``.
-                scan.stores.update(frozenset({n}) for n in names)
+            # Written through ``self``: only the class's methods can reach it (``self``
+            # itself, as a container: whatever they call their first parameter).
+            scan.class_writes |= {attr} if attr is not None else _last_names(expr) or {"*"}
             continue
-        if attr is not None:
-            # A write elsewhere names the whole text (``batch.latents``), or calls a
-            # function that returns it.
-            words = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
-            words |= {n.attr for n in ast.walk(expr) if isinstance(n, ast.Attribute)}
-            scan.stores.add(frozenset((words | {attr}) - {"self"}) or frozenset({attr}))
-        else:
-            # Containers: ``self.x = {}`` elsewhere decides that they are storage.
-            scan.stores.update(frozenset({n}) for n in names)
+        words = _words(expr) | ({attr} if attr is not None else set())
+        if key is not None:
+            words |= _words(key)
+        scan.writes.add(frozenset(words - unspelled))
     return scan
+
+
+def _words(expr: ast.AST) -> set[str]:
+    """The words of an expression's text that any spelling of it contains (names and
+    attributes: a string's value can be spelled with escapes)."""
+    out: set[str] = set()
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+    return out
 
 
 class _Containers:
@@ -406,6 +459,9 @@ class _Containers:
             self._module |= _last_names(target)
 
 
+_CONTAINER_NAMES = frozenset(c.rsplit(".", 1)[-1] for c in _CONTAINER_CALLS)
+
+
 def _is_container(value: ast.expr) -> bool:
     """The model's ``_is_container``, by last name (a superset)."""
     if isinstance(value, (ast.Dict, ast.List, ast.DictComp, ast.ListComp)):
@@ -413,8 +469,7 @@ def _is_container(value: ast.expr) -> bool:
     if isinstance(value, ast.BinOp):
         return isinstance(value.left, ast.List) or isinstance(value.right, ast.List)
     if isinstance(value, ast.Call):
-        names = _last_names(value.func)
-        return bool(names & {c.rsplit(".", 1)[-1] for c in _CONTAINER_CALLS})
+        return bool(_last_names(value.func) & _CONTAINER_NAMES)
     return False
 
 
@@ -551,6 +606,44 @@ def _stub(lines: list[str], unit: _Unit) -> None:
         keep[first.lineno - 1] = indent + "pass" + _newline(lines[first.lineno - 1])
     for k in range(unit.start - 1, unit.end):
         lines[k] = keep.get(k, _newline(lines[k]))
+
+
+def _skeleton(lines: list[str], unit: _Unit) -> None:
+    """Reduce a statement that holds no function to what the model reads of it, line
+    for line: a module- or class-level ``NAME = <dict or list>`` makes ``NAME[k] = v``
+    a store; anything else outside a function (a docstring, a table, a call) is not
+    read. Only where the model's answer is certain; else the statement stays."""
+    node = unit.node
+    end = node.end_lineno or node.lineno
+    if end == node.lineno or not _alone(lines, node) or _shares_end(lines, node):
+        return
+    if any(isinstance(n, ast.NamedExpr) for n in ast.walk(node)):
+        return  # ``(x := {})`` binds a name
+    if isinstance(node, ast.Expr):
+        replacement = "..."
+    elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if not all(isinstance(t, ast.Name) for t in targets):
+            return
+        names = " = ".join(t.id for t in targets)  # type: ignore[attr-defined]
+        value = node.value
+        if value is None:
+            replacement = "..."
+        elif isinstance(value, (ast.Dict, ast.List, ast.DictComp, ast.ListComp)) or (
+            isinstance(value, ast.BinOp)
+            and (isinstance(value.left, ast.List) or isinstance(value.right, ast.List))
+        ):
+            replacement = names + " = {}"
+        elif isinstance(value, ast.Call) and _last_names(value.func) & _CONTAINER_NAMES:
+            return  # a container or not, depending on imports: leave it to the model
+        else:
+            replacement = names + " = None"
+    else:
+        return
+    indent = lines[node.lineno - 1].encode()[: node.col_offset].decode()
+    lines[node.lineno - 1] = indent + replacement + _newline(lines[node.lineno - 1])
+    for k in range(node.lineno, end):
+        lines[k] = _newline(lines[k])
 
 
 def _newline(line: str) -> str:

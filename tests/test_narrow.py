@@ -9,6 +9,7 @@ import random
 import textwrap
 
 import pytest
+from imlint.rules import ALL_RULES
 
 from imlint.config import Settings, load_settings
 from imlint.engine import Linter
@@ -16,7 +17,8 @@ from imlint.narrow import narrow
 
 from .conftest import FIXTURES, fixture_text, project_facts
 
-LINTER = Linter(Settings())
+#: Every rule, opt-in ones included (IM004 sees stores that are not lazy).
+LINTER = Linter(Settings(), [rule() for rule in ALL_RULES])
 
 
 def both(code: str, linter: Linter = LINTER, facts=None, path: str = "t.py"):
@@ -251,6 +253,17 @@ FUNCTIONS = [
     "def out_write(a):\n    torch.add(a, a, out=_BUF)",
     "def regs():\n    _REG.setdefault('k', torch.empty(1))",
     "def reg_write():\n    _REG['k'].zero_()",
+    "def big(k):\n    if k not in _BIG:\n        _BIG[k] = torch.empty(1)",
+    "def big_write(k):\n    _BIG[k].zero_()",
+    "def dd(k):\n    if _DD.get(k) is None:\n        _DD[k] = torch.zeros(k)",
+    "def dd_write(k):\n    _DD[k] += 1",
+    "def table_of(reg, k):\n    if reg.tables.get(k) is None:\n        reg.tables[k] = torch.ones(k)",
+    "def table_use(reg, k):\n    reg.tables[k].mul_(2)",
+    "def table_use2(r, k):\n    r.tables[k].mul_(2)",
+    "def decl(reg):\n    reg.tables = {}",
+    "def slot(reg, k):\n    if not reg.slots[k]:\n        reg.slots[k] = torch.ones(k)",
+    "def decl_slots(reg):\n    reg.slots = {}",
+    "def not_dict(k):\n    global _FLAG\n    if _FLAG:\n        _NOT[k] = torch.empty(1)",
 ]
 
 
@@ -258,13 +271,20 @@ def _module(rng: random.Random) -> str:
     methods = rng.sample(METHODS, rng.randint(1, len(METHODS)))
     functions = rng.sample(FUNCTIONS, rng.randint(1, len(FUNCTIONS)))
     parts = [
+        '"""A module\n\nwith a docstring."""',
         "import torch",
         "from functools import lru_cache",
+        "from collections import defaultdict",
         "_CACHE = {}",
+        "_BIG = {\n    'a': 1,\n    'b': [1,\n          2],\n}",
+        "_DD = defaultdict(\n    dict,\n)",
+        "_NOT = (\n    1,\n)",
         "_REG = {}",
         "_BUF = None",
         "_Z = None",
         "class Pool:",
+        '    """Docs\n    over lines."""',
+        "    _TABLE = [\n        1,\n    ]",
         "    def __init__(self):\n        self._k = {}\n        self._buf = None\n        self._w = None",
     ]
     parts += [textwrap.indent(m, "    ") for m in methods]
