@@ -10,12 +10,14 @@ records instead of walking the tree again.
 
 from __future__ import annotations
 
+import ast
 import enum
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import CodeRange
+from libcst.metadata import CodePosition, CodeRange
 from libcst.metadata.position_provider import NEWLINE_RE, PositionProvidingCodegenState
 
 from imlint.names import (
@@ -257,8 +259,12 @@ class Positions:
     ranges are the same as ``PositionProvider``'s.
     """
 
-    def __init__(self, module: cst.Module) -> None:
+    def __init__(self, module: cst.Module, text: str | None = None) -> None:
         self.module = module
+        #: The parsed text: Python's parser locates calls in it without code generation.
+        self.text = text if text is not None and "\r" not in text.replace("\r\n", "") else None
+        self.call_index: dict[int, int] = {}  # id(call) -> its number in visiting order
+        self._calls: list[CodeRange] | None = None
         self.top_ids: dict[int, int] = {id(stmt): i for i, stmt in enumerate(module.body)}
         self.tops: dict[int, int] = {}  # id(node) -> index of its module-level statement
         self._computed: dict[cst.CSTNode, CodeRange] = {}
@@ -291,11 +297,34 @@ class Positions:
         found = self._computed.get(node)
         if found is not None:
             return found
+        if id(node) in self.call_index:
+            found = self._call_range(node)  # type: ignore[arg-type]
+            if found is not None:
+                self._computed[node] = found
+                return found
         index = self.tops.get(id(node))
         if index is None or index < 0 or index in self._done:
             raise KeyError(node)
         self._compute(index)
         return self._computed[node]
+
+    def _call_range(self, node: cst.Call) -> CodeRange | None:
+        """A call's range from Python's parser: the n-th call LibCST visits is the n-th
+        call in source order (outer before inner), and both exclude the call's own
+        parentheses. Checked against the call's code; None: use code generation."""
+        if self.text is None:
+            return None
+        if self._calls is None:
+            self._calls = _call_ranges(self.text, len(self.call_index))
+        k = self.call_index[id(node)]
+        if k >= len(self._calls):
+            return None
+        rng = self._calls[k]
+        bare = node.with_changes(lpar=(), rpar=()) if node.lpar else node
+        # Whitespace aside (the indentation of continued lines is the block's).
+        if _slice(self.text, rng).split() != _EMPTY.code_for_node(bare).split():
+            return None
+        return rng
 
     def get(self, node: cst.CSTNode) -> CodeRange | None:
         try:
@@ -307,6 +336,48 @@ class Positions:
         """The range of a node inside ``owner``, whose statement is located."""
         self[owner]
         return self._computed.get(node)
+
+
+_LINE_ENDS = re.compile(r"\r\n|\n|\r")
+
+
+def _call_ranges(text: str, expected: int) -> list[CodeRange]:
+    """Ranges of every call in ``text``, in LibCST's visiting order (empty when Python's
+    parser does not see ``expected`` calls)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    if len(calls) != expected:
+        return []
+    calls.sort(
+        key=lambda n: (n.lineno, n.col_offset, -(n.end_lineno or 0), -(n.end_col_offset or 0))
+    )
+    lines = [line.encode() for line in _LINE_ENDS.split(text)]
+
+    def column(line: int, offset: int | None) -> int:
+        return len(lines[line - 1][: offset or 0].decode("utf-8", "replace"))
+
+    return [
+        CodeRange(
+            CodePosition(n.lineno, column(n.lineno, n.col_offset)),
+            CodePosition(
+                n.end_lineno or n.lineno, column(n.end_lineno or n.lineno, n.end_col_offset)
+            ),
+        )
+        for n in calls
+    ]
+
+
+def _slice(text: str, rng: CodeRange) -> str:
+    lines = _LINE_ENDS.split(text)
+    if rng.start.line == rng.end.line:
+        return lines[rng.start.line - 1][rng.start.column : rng.end.column]
+    parts = [lines[rng.start.line - 1][rng.start.column :]]
+    parts += lines[rng.start.line : rng.end.line - 1]
+    parts.append(lines[rng.end.line - 1][: rng.end.column])
+    return "\n".join(parts)
 
 
 # --------------------------------------------------------------------------- collection
@@ -762,6 +833,8 @@ class _Collector(cst.CSTVisitor):
             left = target.comparator
 
     def visit_Call(self, node: cst.Call) -> None:
+        index = self.positions.call_index
+        index[id(node)] = len(index)
         f = self.func
         if f is None:
             return
@@ -1082,12 +1155,20 @@ def _is_fresh(value: cst.BaseExpression, imports: ImportMap) -> bool:
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """Every node under ``node``, itself included (iteratively: deep trees are fine)."""
+    """Every node under ``node``, itself included, whitespace and punctuation aside
+    (iteratively: deep trees are fine). LibCST's ``children`` rebuilds nodes to list
+    them; this reads the fields."""
     stack = [node]
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(n.children)
+        for name, _ in _FIELDS.get(type(n)) or _fields(n):
+            value = getattr(n, name)
+            kind = type(value)
+            if kind is tuple or kind is list:
+                stack.extend(c for c in value if _walked(type(c)))
+            elif _walked(kind):
+                stack.append(value)
 
 
 # --------------------------------------------------------------------------- resolution
@@ -1392,6 +1473,11 @@ def _hooked(method: str) -> bool:
     return getattr(_Collector, method, None) is not getattr(cst.CSTVisitor, method, None)
 
 
+#: Node classes whose visit skips a field when it is None (``format_spec``): their
+#: fields are recorded per node, not per class.
+_PER_NODE = frozenset({"FormattedStringExpression", "TemplatedStringExpression"})
+
+
 def _fields(node: cst.CSTNode) -> list[tuple[str, bool]]:
     cls = type(node)
     recorder = _FieldRecorder(node)
@@ -1400,7 +1486,8 @@ def _fields(node: cst.CSTNode) -> list[tuple[str, bool]]:
     fields = [
         (f, _hooked(f"visit_{name}_{f}") or _hooked(f"leave_{name}_{f}")) for f in recorder.fields
     ]
-    _FIELDS[cls] = fields
+    if name not in _PER_NODE:
+        _FIELDS[cls] = fields
     return fields
 
 
@@ -1443,11 +1530,14 @@ def _is_prefix(prefix: Frames, frames: Frames) -> bool:
 
 
 def build_model(
-    module: cst.Module, options: AnalysisOptions, facts: FileFacts = NO_FACTS
+    module: cst.Module,
+    options: AnalysisOptions,
+    facts: FileFacts = NO_FACTS,
+    text: str | None = None,
 ) -> ModuleModel:
     """Walk a module once and resolve the facts every rule reads (``facts``: what the
     project index knows about this file's calls)."""
-    positions = Positions(module)
+    positions = Positions(module, text)
     collector = _Collector(options, positions, facts)
     _walk(module, collector)
     allocations = collector.allocations
@@ -1667,12 +1757,30 @@ def _find_writes(
             tokens = ga.tokens(w.handle)
             if store.token in tokens or (inside is not None and hits(tokens)):
                 site.writes.append(w)
-    site.writes.sort(key=lambda w: (w.line, w.order))
+    # Visiting order is source order: the first write is the one a message cites.
+    site.writes.sort(key=lambda w: w.order)
 
 
 def parse_and_build(
     source: str, options: AnalysisOptions, facts: FileFacts = NO_FACTS
 ) -> tuple[cst.Module, ModuleModel]:
     """Parse a module and build its model (raises ``libcst.ParserSyntaxError``)."""
-    module = cst.parse_module(source)
-    return module, build_model(module, options, facts)
+    module = parse_module(source)
+    return module, build_model(module, options, facts, source)
+
+
+def _unvalidated(self: cst.CSTNode) -> None:
+    pass
+
+
+def parse_module(source: str) -> cst.Module:
+    """``libcst.parse_module`` without node validation. Every node LibCST builds runs
+    ``_validate`` (``CSTNode.__post_init__``), a third of the parse; nodes that its own
+    parser builds from source are valid by construction (LibCST's own note on
+    ``__post_init__`` says as much). Nodes built later (the fixer's) are validated."""
+    validate = cst.CSTNode.__post_init__
+    cst.CSTNode.__post_init__ = _unvalidated  # type: ignore[method-assign]
+    try:
+        return cst.parse_module(source)
+    finally:
+        cst.CSTNode.__post_init__ = validate  # type: ignore[method-assign]
