@@ -617,7 +617,7 @@ def _skeleton(lines: list[str], unit: _Unit) -> None:
     end = node.end_lineno or node.lineno
     if end == node.lineno or not _alone(lines, node) or _shares_end(lines, node):
         return
-    if any(isinstance(n, ast.NamedExpr) for n in ast.walk(node)):
+    if ":=" in _text(lines, unit):
         return  # ``(x := {})`` binds a name
     if isinstance(node, ast.Expr):
         replacement = "..."

@@ -8,6 +8,7 @@ import dataclasses
 import random
 import textwrap
 
+import libcst as cst
 import pytest
 from imlint.rules import ALL_RULES
 
@@ -302,3 +303,53 @@ def test_random_modules_narrowed_equal_whole():
         errors += sum(f.severity == "error" for f in full[0])
         stubbed += view(code) != code
     assert stubbed > 50 and errors > 50  # the comparison saw narrowing and errors
+
+
+# ----------------------------------------------------------------------------- positions
+
+TRICKY_CALLS = """
+import torch
+@deco(1)
+def f(x=g(), *, y=(h(2))):
+    s = f"{x.shape()} {len(x)!r:>{w(3)}} é {k('é')}"
+    t = ( torch.empty(
+        3,
+    ) )
+    u = a.b(c).d(e)(f2())
+    v = [m(i) for i in r(4) if p(i)]
+    return lambda q=n(): o(q), "ü", t2(s)
+"""
+
+
+def test_call_ranges_from_python_match_code_generation():
+    """Positions of calls come from Python's parser (no code generation); they are the
+    ranges LibCST's PositionProvider gives, f-strings and parentheses included."""
+    from libcst import MetadataWrapper
+    from libcst.metadata import PositionProvider
+
+    from imlint.model import Positions, build_model
+
+    sources = [TRICKY_CALLS]
+    sources += [fixture_text(p) for p in sorted(FIXTURES.rglob("*.py"))]
+    sources += [_module(random.Random(seed)) for seed in range(5)]
+    checked = 0
+    for source in sources:
+        try:
+            ast.parse(source)
+        except SyntaxError:
+            continue
+        module = cst.parse_module(source)
+        model = build_model(module, LINTER.settings.options, text=source)
+        expected = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        positions: Positions = model.positions
+        for node in cst_calls(module):
+            found = positions._call_range(node)
+            assert found == expected[node], cst.Module([]).code_for_node(node)
+            checked += 1
+    assert checked > 100
+
+
+def cst_calls(module):
+    from imlint.model import walk
+
+    return [n for n in walk(module) if isinstance(n, cst.Call)]
