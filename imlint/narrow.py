@@ -46,6 +46,7 @@ _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _WORD = re.compile(r"\w+")
 _DEF = re.compile(r"\bdef\s+(\w+)")
+_AS = re.compile(r"\bas\b")
 #: Calls that fill storage (the model's ``setdefault``/``update``/``__setitem__``/
 #: ``register_buffer``/``setattr`` stores) and ``:=``: expressions to look inside.
 _STORE_CALLS = frozenset({"setdefault", "update", "__setitem__", "register_buffer"})
@@ -74,7 +75,9 @@ class _Scan:
     cached: bool = False  # a function with a cache decorator: it keeps its result
 
 
-def allocator_names(tree: ast.Module, options: AnalysisOptions, facts: FileFacts) -> set[str]:
+def allocator_names(
+    text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFacts
+) -> set[str]:
     """Last names of every call that could allocate in this file: torch's factories and
     ``new_*`` methods, configured allocators, the project's allocating callables and
     get-or-create helpers (as this file spells them), and local names imported as any of
@@ -84,6 +87,8 @@ def allocator_names(tree: ast.Module, options: AnalysisOptions, facts: FileFacts
     for key in (*facts.allocators, *facts.helpers):
         names.add(key.rsplit(".", 1)[-1].rsplit("|", 1)[-1])
     aliases: set[str] = set()
+    if not _AS.search(text):
+        return names  # no import renames anything
     for node in _statements(tree.body):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
@@ -99,7 +104,7 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
         return text  # lone carriage returns: Python and LibCST may count lines apart
     lines = text.splitlines(keepends=True)
     units = list(_units(tree))
-    allocating = allocator_names(tree, options, facts)
+    allocating = allocator_names(text, tree, options, facts)
     calls = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, allocating))) + r")\s*\(")
     triggers = _trigger_lines(text)
     containers = _Containers(tree)
