@@ -35,6 +35,17 @@ RSS_WRAPPER = (
 )
 
 
+PARSE_ALL = """
+import ast, multiprocessing, os, pathlib, sys
+def parse(path):
+    ast.parse(pathlib.Path(path).read_bytes())
+if __name__ == "__main__":
+    files = sorted(str(p) for p in pathlib.Path(sys.argv[1]).rglob("*.py"))
+    with multiprocessing.Pool(os.cpu_count()) as pool:
+        pool.map(parse, files, chunksize=16)
+"""
+
+
 def timed(cmd: list[str], cwd: Path) -> tuple[float, int, int]:
     """Wall seconds, peak RSS of the largest process (KiB), exit code."""
     start = time.perf_counter()
@@ -143,6 +154,13 @@ def main() -> int:
     )
     rows.append(("ruff check --isolated --no-cache (cold)", ruff_cold, ruff_rss))
 
+    # The floor under any Python linter that reads every file: Python's own parser over
+    # the tree, in as many processes as imlint uses by default.
+    floor, floor_rss = median_of(args.runs, [sys.executable, "-c", PARSE_ALL, "sglang"], root)
+    rows.append(
+        (f"floor: Python's ast.parse of every file, {os.cpu_count()} processes", floor, floor_rss)
+    )
+
     cold, cold_rss = median_of(args.runs, imlint_cmd("sglang", "--no-cache"), root)
     rows.append(("imlint check, cold (no cache)", cold, cold_rss))
     clear_cache()
@@ -235,6 +253,13 @@ def main() -> int:
         f"warm <= 0.3x ruff: {verdict(warm <= 0.3 * ruff_cold)}; "
         f"10 files <= 0.6 s: {verdict(pre_commit <= 0.6)}; "
         f"peak <= 400 MiB: {verdict(max(cold_rss, warm_rss) <= 400 * 1024)}"
+        + "".join(
+            f"; >= 20x faster than {label.split(' ')[0]}: {verdict(wall >= 20 * cold)}"
+            for label, wall, _ in peers
+        )
+    )
+    print(
+        f"cold is {cold / floor:.1f}x the parse floor; the floor alone is {floor / ruff_cold:.1f}x ruff"
     )
     same = plain == fast
     by_code: dict[str, int] = {}
