@@ -1,30 +1,32 @@
 """Narrow a module to the functions a check needs, before LibCST sees it.
 
-LibCST is what a check spends its time on (parsing and walking cost about the same),
-and most functions of a file that allocates somewhere cannot matter to any finding.
-An allocation site lives in a function that makes a call an allocator could be (the
-project summaries' call test, plus this file's allocating callables and get-or-create
-helpers from the project index). Everything else the model reads about a site is
-reached by name:
+LibCST is what a check spends its time on, and most functions of a file that
+allocates somewhere cannot matter to any finding. A site lives in a function that
+calls an allocator (torch's factories, configured allocators, this file's allocating
+callables and get-or-create helpers from the project index) and keeps something: in
+``self``, a global, a known dict or list, a handed-in object, a cache. Everything else
+the model reads about a site is reached by name:
 
-- writes in other functions name the storage (``self._buf``, ``_CACHE[key]``,
+- writes in other functions spell the stored text (``self._buf``, ``_CACHE[key]``,
   ``getattr(self, "_buf")``), or call a function or method that returns it
   (``self.get().zero_()``);
-- storage handed in (a parameter, a registry) is reached through calls of the site's
-  function;
-- whether ``self.x[k] = ...`` fills a dict depends on where ``self.x = {}`` is assigned;
+- whether ``self.x[k] = v`` fills a dict depends on where ``self.x = {}`` is assigned;
 - the import map is per module, and imports inside functions count.
 
-So a check keeps, verbatim: every statement that is not a function definition (at
-module level or directly in a module-level class), every function whose text calls an
-allocator's name, and, to a fixed point, every function whose text mentions a name
-that a kept function stores into, or the name of a kept function that returns a value
-or fills storage it was handed. The other functions become stubs, line for line: their
-header, the imports they make, and ``pass``. Every kept line keeps its number and
-columns, so positions, and therefore findings, are those of the full module
-(``tests/test_speed_paths.py`` and the speed benchmark compare both paths).
+So a check keeps, verbatim: every statement that is not a function (at module level
+or directly in a module-level class), every function that calls an allocator's name
+and keeps something, and, to a fixed point, every function that spells what a kept
+function stores and writes in place or returns a value, every method of the same
+class that spells a ``self`` attribute stored, every function that assigns a dict or
+list to a stored container, and every function that calls a kept function returning a
+value. The other functions become stubs, line for line: ``def name():``, the imports
+they make, ``pass``. Statements outside functions shrink to what the model reads of
+them (``NAME = {}`` stays a dict, a docstring becomes ``...``). Every kept line keeps
+its number and columns, so positions, and therefore findings, are those of the whole
+module: ``tests/test_narrow.py`` compares both on fixtures and random modules, and the
+speed benchmark on sglang.
 
-Texts are matched as words, comments and strings included: a name found where it is
+Texts are matched as words, comments and strings included: a word found where it is
 not code only keeps more.
 """
 
@@ -47,6 +49,7 @@ _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _WORD = re.compile(r"\w+")
 _DEF = re.compile(r"\bdef\s+(\w+)")
 _AS = re.compile(r"\bas\b")
+_LINES = re.compile(r"(?<=\n)")
 #: Calls that fill storage (the model's ``setdefault``/``update``/``__setitem__``/
 #: ``register_buffer``/``setattr`` stores) and ``:=``: expressions to look inside.
 _STORE_CALLS = frozenset({"setdefault", "update", "__setitem__", "register_buffer"})
@@ -99,10 +102,10 @@ def allocator_names(
 
 def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFacts) -> str | None:
     """The text LibCST needs to see for a check of this module (see the module doc);
-    None when nothing calls an allocator's name, so no site can exist."""
+    None when no function can hold a site."""
     if "\r" in text.replace("\r\n", ""):
         return text  # lone carriage returns: Python and LibCST may count lines apart
-    lines = text.splitlines(keepends=True)
+    lines = _LINES.split(text)  # as Python counts them: a form feed is not a line end
     units = list(_units(tree))
     allocating = allocator_names(text, tree, options, facts)
     calls = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, allocating))) + r")\s*\(")

@@ -217,6 +217,11 @@ def test_crlf_and_lone_carriage_returns():
     assert full[0] and narrowed == full
     lone = code.replace("\r\n", "\r", 1)
     assert view(lone) == lone  # not narrowed: line numbering is left to the full parse
+    # A form feed is not a line end to Python: lines must not shift.
+    feed = "import torch\n\x0c\ndef n():\n    x = 1\x0c\n    return x\n_C = {}\ndef g(k):\n    if k not in _C:\n        _C[k] = torch.empty(k)\n"
+    full, narrowed = both(feed)
+    assert full[0] and narrowed == full
+    assert view(feed).count("\n") == feed.count("\n")
 
 
 # ----------------------------------------------------------------------------- random
