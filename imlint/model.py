@@ -1516,10 +1516,17 @@ def _walk(node: cst.CSTNode, collector: _Collector) -> None:
             kind = type(value)
             if kind is tuple or kind is list:
                 for child in value:
-                    if _walked(type(child)):
+                    walked = _WALKED.get(type(child))
+                    if walked is None:
+                        walked = _walked(type(child))
+                    if walked:
                         _walk(child, collector)
-            elif _walked(kind):
-                _walk(value, collector)
+            else:
+                walked = _WALKED.get(kind)
+                if walked is None:
+                    walked = _walked(kind)
+                if walked:
+                    _walk(value, collector)
             if hooked:
                 collector.on_leave_attribute(node, name)
     collector.on_leave(node)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -78,6 +79,12 @@ class _Scan:
     cached: bool = False  # a function with a cache decorator: it keeps its result
 
 
+@functools.lru_cache(maxsize=64)
+def _calls_pattern(names: frozenset[str]) -> re.Pattern[str]:
+    """A call of any of ``names`` (most files share one set: compile it once)."""
+    return re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, names))) + r")\s*\(")
+
+
 def allocator_names(
     text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFacts
 ) -> set[str]:
@@ -108,7 +115,7 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
     lines = _LINES.split(text)  # as Python counts them: a form feed is not a line end
     units = list(_units(tree))
     allocating = allocator_names(text, tree, options, facts)
-    calls = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, allocating))) + r")\s*\(")
+    calls = _calls_pattern(frozenset(allocating))
     triggers = _trigger_lines(text)
     containers = _Containers(tree)
     kept: set[int] = set()
@@ -188,8 +195,14 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
                 if "return" in unit.words:
                     need_name(unit)
     stubs = [u for i, u in enumerate(units) if i not in kept]
+    # A class whose members all go keeps one stub: its body cannot be empty.
+    occupied = {u.owner for i, u in enumerate(units) if i in kept and u.owner is not None}
     for unit in stubs:
-        _stub(lines, unit)
+        if unit.owner is None:
+            _stub(lines, unit, needed_def=False)
+        else:
+            _stub(lines, unit, needed_def=unit.owner not in occupied)
+            occupied.add(unit.owner)
     for unit in skeletons:
         _skeleton(lines, unit)
     return "".join(lines) if stubs or skeletons else text
@@ -357,6 +370,8 @@ def _scan(unit: _Unit, triggers: set[int], containers: _Containers, cache_names:
                 if any("cache" in n.lower() or n in cache_names for n in names):
                     scan.cached = True
         if _touches(stmt, triggers):
+            # ``setattr``/``register_buffer`` at the constructor's own level: construction.
+            own = id(stmt) in constructor_body
             for expr in _header_expressions(stmt):
                 for sub in ast.walk(expr):
                     if isinstance(sub, ast.NamedExpr):
@@ -372,9 +387,14 @@ def _scan(unit: _Unit, triggers: set[int], containers: _Containers, cache_names:
                                 roots.append((func.value, None, key))
                             elif func.attr == "update":
                                 roots.append((func.value, None, None))
-                            elif key is not None and _string(key) is not None:
+                            elif key is not None and _string(key) is not None and not own:
                                 roots.append((func.value, _string(key), None))
-                        elif isinstance(func, ast.Name) and func.id == "setattr" and sub.args:
+                        elif (
+                            isinstance(func, ast.Name)
+                            and func.id == "setattr"
+                            and sub.args
+                            and not own
+                        ):
                             # A computed name is a text no write can spell: skip it.
                             name = _string(sub.args[1]) if len(sub.args) >= 2 else None
                             if name is not None:
@@ -590,13 +610,19 @@ def _shares_end(lines: list[str], node: ast.stmt) -> bool:
     return bool(rest) and not rest.startswith("#")
 
 
-def _stub(lines: list[str], unit: _Unit) -> None:
-    """Replace a function with ``def name():`` and its imports (or ``pass``), line for
-    line: decorators and the signature go, since nothing reads a stub's."""
+def _stub(lines: list[str], unit: _Unit, needed_def: bool) -> None:
+    """Replace a function, line for line, with ``def name():`` and the imports it makes
+    (the import map is the module's, in visiting order); without imports, with nothing
+    at all, unless its class needs a statement (``needed_def``: then ``pass``). Nothing
+    reads a stub's decorators, signature or body."""
     node = unit.node
     assert isinstance(node, _FUNCTIONS)
     first = node.body[0]
     imports = [s for s in _statements(node.body) if isinstance(s, (ast.Import, ast.ImportFrom))]
+    if not imports and not needed_def:
+        for k in range(unit.start - 1, unit.end):
+            lines[k] = _newline(lines[k])
+        return
     if not _alone(lines, first) or any(
         not _alone(lines, imp) or _shares_end(lines, imp) for imp in imports
     ):
