@@ -279,14 +279,8 @@ def _module_functions(stmt: ast.stmt) -> set[str]:
         if isinstance(node, _FUNCTIONS):
             out.add(node.name)
             continue
-        if isinstance(node, ast.ClassDef):
-            continue
-        for name in ("body", "orelse", "finalbody"):
-            stack.extend(getattr(node, name, ()))
-        for handler in getattr(node, "handlers", ()):
-            stack.extend(handler.body)
-        for case in getattr(node, "cases", ()):
-            stack.extend(case.body)
+        if not isinstance(node, ast.ClassDef):
+            stack.extend(_children(node))
     return out
 
 
@@ -327,14 +321,19 @@ def _statements(body: Iterable[ast.stmt]) -> Iterator[ast.stmt]:
     while stack:
         stmt = stack.pop()
         yield stmt
-        children: list[ast.stmt] = []
-        for name in ("body", "orelse", "finalbody"):
-            children.extend(getattr(stmt, name, ()))
-        for handler in getattr(stmt, "handlers", ()):
-            children.extend(handler.body)
-        for case in getattr(stmt, "cases", ()):
-            children.extend(case.body)
-        stack.extend(reversed(children))
+        stack.extend(reversed(_children(stmt)))
+
+
+def _children(stmt: ast.stmt) -> list[ast.stmt]:
+    """The statements directly inside a compound statement, in source order."""
+    children: list[ast.stmt] = []
+    for name in ("body", "orelse", "finalbody"):
+        children.extend(getattr(stmt, name, ()))
+    for handler in getattr(stmt, "handlers", ()):
+        children.extend(handler.body)
+    for case in getattr(stmt, "cases", ()):
+        children.extend(case.body)
+    return children
 
 
 def _scan(unit: _Unit, triggers: set[int], containers: _Containers, cache_names: set[str]) -> _Scan:
@@ -541,14 +540,8 @@ def _own_statements(func: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[as
     while stack:
         stmt = stack.pop()
         yield stmt
-        if isinstance(stmt, _DEFINITIONS):
-            continue
-        for name in ("body", "orelse", "finalbody"):
-            stack.extend(getattr(stmt, name, ()))
-        for handler in getattr(stmt, "handlers", ()):
-            stack.extend(handler.body)
-        for case in getattr(stmt, "cases", ()):
-            stack.extend(case.body)
+        if not isinstance(stmt, _DEFINITIONS):
+            stack.extend(_children(stmt))
 
 
 def _touches(stmt: ast.stmt, triggers: set[int]) -> bool:
