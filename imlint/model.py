@@ -1385,6 +1385,9 @@ class _ModuleIndex:
 
 
 def _persistent(store: Store, fa: _FunctionAnalysis) -> bool:
+    """Whether a store fills storage that outlives the call. ``imlint/narrow.py`` keeps
+    a superset of these rules (what a site needs, by name): a new kind of store here
+    needs its counterpart there (``tests/test_narrow.py`` compares both paths)."""
     f = fa.f
     if store.kind == "return":
         return True
