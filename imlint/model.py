@@ -1300,16 +1300,22 @@ class _FunctionAnalysis:
                 if isinstance(func, cst.Attribute):
                     method = func.attr.value
                     rtext = expr_text(func.value, f.self_name)
-                    if method in ("get", "setdefault", "__getitem__") and args:
+                    # ``self.m()`` calls the class's own ``m`` when it has one, whatever
+                    # its name (a getter called ``view`` or ``get`` is not the tensor's
+                    # or the dict's method).
+                    callee = (
+                        self.index.methods.get((id(f.cls), method))
+                        if f.self_name is not None and rtext == "self"
+                        else None
+                    )
+                    if callee is not None:
+                        out |= self.index.returned(callee)
+                    elif method in ("get", "setdefault", "__getitem__") and args:
                         out.add(f"store:{rtext}[{expr_text(args[0].value, f.self_name)}]")
                         if method == "setdefault" and len(args) > 1:
                             stack.append(args[1].value)
                     elif method in _DERIVED_METHODS or method.endswith("_"):
                         stack.append(func.value)
-                    elif f.self_name is not None and rtext == "self":
-                        callee = self.index.methods.get((id(f.cls), method))
-                        if callee is not None:
-                            out |= self.index.returned(callee)
                 elif isinstance(func, cst.Name):
                     if func.value == "getattr" and len(args) >= 2:
                         attr = string_value(args[1].value)

@@ -431,3 +431,22 @@ def test_a_string_keyed_store_fills_a_dict_not_a_tensor():
     """
     assert check(code) == [(7, "IM002")]
     assert check(code.replace('ws["meta"] = n', 'ws["a"][:n] = 1')) == [(7, "IM001")]
+
+
+@pytest.mark.parametrize("getter", ["view", "get", "peek"])
+def test_a_getter_named_like_a_tensor_or_dict_method_is_the_class_method(getter):
+    """``self.view(n).zero_()`` calls the class's own ``view``: the write reaches the
+    buffer it returns (a method table lookup, not the tensor's ``view``)."""
+    code = f"""
+        import torch
+        class Pool:
+            def _make(self, n):
+                if self._buf is None:
+                    self._buf = torch.empty(n)
+                return self._buf
+            def {getter}(self, n):
+                return self._make(n)
+            def reset(self, n):
+                self.{getter}(n).zero_()
+        """
+    assert check(code) == [(6, "IM001")]
