@@ -265,6 +265,7 @@ class Positions:
         self.text = text if text is not None and "\r" not in text.replace("\r\n", "") else None
         self.call_index: dict[int, int] = {}  # id(call) -> its number in visiting order
         self._calls: list[CodeRange] | None = None
+        self._lines: list[str] = []  # the text's lines, as Python counts them
         self.top_ids: dict[int, int] = {id(stmt): i for i, stmt in enumerate(module.body)}
         self.tops: dict[int, int] = {}  # id(node) -> index of its module-level statement
         self._computed: dict[cst.CSTNode, CodeRange] = {}
@@ -315,14 +316,15 @@ class Positions:
         if self.text is None:
             return None
         if self._calls is None:
-            self._calls = _call_ranges(self.text, len(self.call_index))
+            self._lines = _LINE_ENDS.split(self.text)
+            self._calls = _call_ranges(self._lines, len(self.call_index))
         k = self.call_index[id(node)]
         if k >= len(self._calls):
             return None
         rng = self._calls[k]
         bare = node.with_changes(lpar=(), rpar=()) if node.lpar else node
         # Whitespace aside (the indentation of continued lines is the block's).
-        if _slice(self.text, rng).split() != _EMPTY.code_for_node(bare).split():
+        if _slice(self._lines, rng).split() != _EMPTY.code_for_node(bare).split():
             return None
         return rng
 
@@ -341,11 +343,11 @@ class Positions:
 _LINE_ENDS = re.compile(r"\r\n|\n|\r")
 
 
-def _call_ranges(text: str, expected: int) -> list[CodeRange]:
-    """Ranges of every call in ``text``, in LibCST's visiting order (empty when Python's
-    parser does not see ``expected`` calls)."""
+def _call_ranges(lines: list[str], expected: int) -> list[CodeRange]:
+    """Ranges of every call in a text (its ``lines``), in LibCST's visiting order (empty
+    when Python's parser does not see ``expected`` calls)."""
     try:
-        tree = ast.parse(text)
+        tree = ast.parse("\n".join(lines))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
@@ -354,10 +356,10 @@ def _call_ranges(text: str, expected: int) -> list[CodeRange]:
     calls.sort(
         key=lambda n: (n.lineno, n.col_offset, -(n.end_lineno or 0), -(n.end_col_offset or 0))
     )
-    lines = [line.encode() for line in _LINE_ENDS.split(text)]
+    encoded = [line.encode() for line in lines]
 
     def column(line: int, offset: int | None) -> int:
-        return len(lines[line - 1][: offset or 0].decode("utf-8", "replace"))
+        return len(encoded[line - 1][: offset or 0].decode("utf-8", "replace"))
 
     return [
         CodeRange(
@@ -370,8 +372,7 @@ def _call_ranges(text: str, expected: int) -> list[CodeRange]:
     ]
 
 
-def _slice(text: str, rng: CodeRange) -> str:
-    lines = _LINE_ENDS.split(text)
+def _slice(lines: list[str], rng: CodeRange) -> str:
     if rng.start.line == rng.end.line:
         return lines[rng.start.line - 1][rng.start.column : rng.end.column]
     parts = [lines[rng.start.line - 1][rng.start.column :]]

@@ -144,13 +144,18 @@ def digest_of(data: bytes) -> str:
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(settings: Settings, mode: str, fast: bool, debug: bool) -> None:
-    # Parsing builds hundreds of thousands of objects, and with the default thresholds
-    # the cyclic collector runs every 700 of them: a quarter of Python's parse time.
-    # Parse trees hold no cycles (the models' few are collected, less often); objects
-    # that live from start-up on are left out of collections altogether.
+def _init_pool_worker(settings: Settings, mode: str, fast: bool, debug: bool) -> None:
+    """A worker process's start. Parsing builds hundreds of thousands of objects, and
+    with the default thresholds the cyclic collector runs every 700 of them: a quarter
+    of Python's parse time. Parse trees hold no cycles (the models' few are collected,
+    less often); objects that live from start-up on are left out of collections. Only
+    in worker processes: a run in this process leaves the caller's collector alone."""
     gc.freeze()
     gc.set_threshold(100_000, 50, 100)
+    _init_worker(settings, mode, fast, debug)
+
+
+def _init_worker(settings: Settings, mode: str, fast: bool, debug: bool) -> None:
     _WORKER.update(
         settings=settings,
         mode=mode,
@@ -633,7 +638,7 @@ class Workers:
     def get(self) -> cf.ProcessPoolExecutor:
         if self.pool is None:
             self.pool = cf.ProcessPoolExecutor(
-                max_workers=self.jobs, initializer=_init_worker, initargs=self.args
+                max_workers=self.jobs, initializer=_init_pool_worker, initargs=self.args
             )
         return self.pool
 
@@ -676,7 +681,7 @@ def _run(tasks: list[tuple[Any, ...]], workers: Workers, phase: str) -> Iterable
         size, chunk = (1, 1) if isolate else (workers.jobs, 1)
         try:
             with cf.ProcessPoolExecutor(
-                max_workers=size, initializer=_init_worker, initargs=workers.args
+                max_workers=size, initializer=_init_pool_worker, initargs=workers.args
             ) as pool:
                 for batch in pool.map(work, _chunks(remaining, chunk)):
                     for result in batch:
