@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from imlint.model import AllocationSite
+    from imlint.semantic import AllocationSite
 
 
 @dataclass(frozen=True)

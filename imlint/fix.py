@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from imlint.model import AllocationSite, ModuleModel, walk
 from imlint.names import dotted_name
 from imlint.reflow import split_long_line
+from imlint.semantic import AllocationSite, ModuleModel
+from imlint.walk import walk
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 

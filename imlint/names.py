@@ -10,11 +10,18 @@ import libcst as cst
 from imlint.vocabulary import (
     INFERENCE_MODE_NAMES,
     TENSOR_NEW_METHODS,
+    TORCH_ALLOCATORS,
     TORCH_FACTORIES,
     name_matches,
 )
 
-__all__ = ["INFERENCE_MODE_NAMES", "TENSOR_NEW_METHODS", "TORCH_FACTORIES", "name_matches"]
+__all__ = [
+    "INFERENCE_MODE_NAMES",
+    "TENSOR_NEW_METHODS",
+    "TORCH_ALLOCATORS",
+    "TORCH_FACTORIES",
+    "name_matches",
+]
 
 #: Methods that return a view sharing storage with their receiver.
 VIEW_METHODS = frozenset(

@@ -40,10 +40,10 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from imlint.model import _CONTAINER_CALLS, _CONTAINER_METHODS, CONSTRUCTORS
+from imlint.kinds import CONSTRUCTORS, CONTAINER_CALLS, CONTAINER_METHODS
 from imlint.options import AnalysisOptions
 from imlint.project import FileFacts
-from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_FACTORIES
+from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_ALLOCATORS
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -92,7 +92,7 @@ def allocator_names(
     ``new_*`` methods, configured allocators, the project's allocating callables and
     get-or-create helpers (as this file spells them), and local names imported as any of
     these (``from torch import empty as e``)."""
-    names = set(TORCH_FACTORIES) | set(TENSOR_NEW_METHODS)
+    names = set(TORCH_ALLOCATORS) | set(TENSOR_NEW_METHODS)
     names |= {n.rsplit(".", 1)[-1] for n in options.extra_allocators}
     for key in (*facts.allocators, *facts.helpers):
         names.add(key.rsplit(".", 1)[-1].rsplit("|", 1)[-1])
@@ -228,12 +228,18 @@ def _units(tree: ast.Module) -> Iterator[_Unit]:
 #: In-place writes as the model sees them, by their text: a method ending in ``_``
 #: (``x.zero_()``), ``out=``, an augmented assignment; subscript stores are found in
 #: the statements.
-_WRITE = re.compile(r"\.\s*[A-Za-z]\w*_\s*\(|\bout\s*=(?!=)|(?:[-+*/%&|^@]|<<|>>|\*\*|//)=")
+_WRITE = re.compile(
+    r"\.\s*[A-Za-z]\w*_\s*\(|\bout\s*=(?!=)|(?:[-+*/%&|^@]|<<|>>|\*\*|//)="
+    # a call handed the storage may write it from a kernel (a Triton launch, an
+    # external op): any call counts
+    r"|[\w\])]\s*\("
+)
 
 
 def _writes_or_returns(unit: _Unit, text: str) -> bool:
     """Whether a function that mentions the storage can change a site: it writes in
-    place, or returns a value (a getter of the storage). Mentions alone cannot."""
+    place, hands something to a call (which may write it from a kernel), or returns a
+    value (a getter of the storage). Mentions alone cannot."""
     if "return" in unit.words or _WRITE.search(text):
         return True
     for stmt in _statements([unit.node]):
@@ -253,7 +259,7 @@ def _declares(unit: _Unit, containers: set[str]) -> bool:
             for t in targets:
                 for n in _target_nodes(t):
                     if _last_names(n) & containers and (
-                        _is_container(stmt.value) or isinstance(t, (ast.Tuple, ast.List))
+                        is_container(stmt.value) or isinstance(t, (ast.Tuple, ast.List))
                     ):
                         return True
     return False
@@ -482,15 +488,15 @@ class _Containers:
                     self._module |= _last_names(el)  # unknown values: assume a container
                 else:
                     self._assigned(el, values[i])
-        elif _is_container(value):
+        elif is_container(value):
             self._module |= _last_names(target)
 
 
-_CONTAINER_NAMES = frozenset(c.rsplit(".", 1)[-1] for c in _CONTAINER_CALLS)
+_CONTAINER_NAMES = frozenset(c.rsplit(".", 1)[-1] for c in CONTAINER_CALLS)
 
 
-def _is_container(value: ast.expr) -> bool:
-    """The model's ``_is_container``, by last name (a superset)."""
+def is_container(value: ast.expr) -> bool:
+    """The model's ``is_container``, by last name (a superset)."""
     if isinstance(value, (ast.Dict, ast.List, ast.DictComp, ast.ListComp)):
         return True
     if isinstance(value, ast.BinOp):
@@ -514,7 +520,7 @@ def _container_uses(func: ast.stmt) -> set[str]:
                     out |= _last_names(left.value)
                 left = right
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr in _CONTAINER_METHODS:
+            if node.func.attr in CONTAINER_METHODS:
                 out |= _last_names(node.func.value)
     return out
 

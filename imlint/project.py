@@ -25,8 +25,10 @@ import hashlib
 import os
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
+from imlint.kinds import DERIVED_METHODS, external_writer
+from imlint.lifetimes import Lifetimes, construction_only
 from imlint.options import AnalysisOptions
 from imlint.vocabulary import (
     CACHE_DECORATORS,
@@ -34,12 +36,13 @@ from imlint.vocabulary import (
     NON_TENSOR_METHODS,
     SIZED_FACTORIES,
     TENSOR_NEW_METHODS,
-    TORCH_FACTORIES,
+    TORCH_ALLOCATORS,
     name_matches,
 )
+from imlint.writes import param_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 3
+SUMMARY_VERSION = 4
 
 #: Calls whose result holds their first argument (a tensor kept by a module).
 _WRAPPERS = frozenset(
@@ -82,11 +85,20 @@ class DefSummary:
     types: dict[str, str] = field(default_factory=dict)
     #: how many direct allocator calls the body makes (where a site can be)
     alloc_calls: int = 0
+    #: (parameter, write kind): tensors handed in that the body writes in place
+    #: (``torch``), or that a Triton kernel stores to (``kernel``)
+    pwrites: list[tuple[str, str]] = field(default_factory=list)
+    #: (call text, argument position or keyword, parameter): a parameter handed on
+    passes: list[tuple[str, str, str]] = field(default_factory=list)
+    #: (call text, what happens to the result): ``kept`` in storage that outlives the
+    #: call, ``returned``; results only used or held in locals are not listed
+    results: list[tuple[str, str]] = field(default_factory=list)
 
     def to_data(self) -> tuple[object, ...]:
         return (
             self.qual, self.kind, self.cls, self.mode, self.cached, self.params,
             self.bases, self.allocs, self.calls, self.factories, self.types, self.alloc_calls,
+            self.pwrites, self.passes, self.results,
         )  # fmt: skip
 
     @classmethod
@@ -178,6 +190,10 @@ class _Scope:
     stores: list[tuple[str, ast.expr, str]] = field(default_factory=list)
     globals: set[str] = field(default_factory=set)
     calls: set[tuple[str, str]] = field(default_factory=set)
+    pwrites: set[tuple[str, str]] = field(default_factory=set)
+    passes: set[tuple[str, str, str]] = field(default_factory=set)
+    kept: list[ast.expr] = field(default_factory=list)  # values stored beyond the call
+    kernel: bool = False  # a Triton kernel (``@triton.jit``): ``tl.store`` writes
 
 
 #: Nodes with nothing below them that the summary needs (names, constants, operators).
@@ -239,7 +255,7 @@ class _Summarizer(_FastVisitor):
         self.cond = 0  # depth of conditional code (if, except, ``or``): lazy stores
         #: the last names of every callable the model treats as an allocator
         self.vocabulary = (
-            TORCH_FACTORIES
+            TORCH_ALLOCATORS
             | TENSOR_NEW_METHODS
             | {n.rsplit(".", 1)[-1] for n in options.extra_allocators}
         )
@@ -346,7 +362,7 @@ class _Summarizer(_FastVisitor):
             return None
         q = self.qualify(text)
         head, _, rest = q.partition(".")
-        if head == "torch" and rest in TORCH_FACTORIES:
+        if head == "torch" and rest in TORCH_ALLOCATORS:
             return q
         if self.options.extra_allocators and name_matches(q, self.options.extra_allocators):
             return q
@@ -390,6 +406,12 @@ class _Summarizer(_FastVisitor):
         if cls is None and parent.summary.kind == "function":
             self_name = parent.self_name  # a closure inside a method sees ``self``
         scope = _Scope(summary, self_name, all_params)
+        scope.kernel = any(
+            self.qualify(_dotted(d.func if isinstance(d, ast.Call) else d) or "").startswith(
+                "triton."
+            )
+            for d in node.decorator_list
+        )
         for dec in node.decorator_list:
             self.visit(dec)
         self.scopes.append(scope)
@@ -464,7 +486,12 @@ class _Summarizer(_FastVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         scope = self.scopes[-1]
-        text = self.call_text(node.func)
+        launch = isinstance(node.func, ast.Subscript)  # ``kernel[grid](...)``
+        text = self.call_text(
+            node.func.value if isinstance(node.func, ast.Subscript) else node.func
+        )
+        if scope.params:
+            self._param_writes(node, text, launch, scope)
         head = text.split(".", 1)[0]
         if head not in _BUILTINS or head in self.imports or head in self.defs:
             scope.calls.add((text, self.region))
@@ -493,6 +520,41 @@ class _Summarizer(_FastVisitor):
         while isinstance(target, (ast.Attribute, ast.Subscript)):
             target = target.value
         return target.id if isinstance(target, ast.Name) else None
+
+    def _param_writes(self, node: ast.Call, text: str, launch: bool, scope: _Scope) -> None:
+        """What a call does with the parameters handed to it: writes them in place,
+        stores to them from a Triton kernel, or hands them on (see ``imlint/writes.py``)."""
+        func = node.func
+        q = self.qualify(text)
+        if isinstance(func, ast.Attribute) and not launch:
+            receiver = _handle_root(func.value)
+            if receiver in scope.params and is_inplace_name(func.attr):
+                scope.pwrites.add((receiver, "torch"))
+        torch_op = q.startswith("torch.") and not q.startswith("torch.ops.")
+        for kw in node.keywords:
+            root = _handle_root(kw.value) if kw.arg == "out" else None
+            if root in scope.params:
+                outside = not torch_op and not isinstance(func, ast.Attribute)
+                scope.pwrites.add((root, "kernel" if outside else "torch"))
+        if scope.kernel and q.startswith("triton.language.") and node.args:
+            if q.rsplit(".", 1)[-1] in _TRITON_STORES:
+                for n in ast.walk(node.args[0]):
+                    if isinstance(n, ast.Name) and n.id in scope.params:
+                        scope.pwrites.add((n.id, "kernel"))
+            return
+        if torch_op:
+            first = _handle_root(node.args[0]) if node.args else None
+            if first in scope.params and is_inplace_name(q.rsplit(".", 1)[-1]):
+                scope.pwrites.add((first, "torch"))
+            return
+        for i, arg in enumerate(node.args):
+            root = _handle_root(arg)
+            if root in scope.params:
+                scope.passes.add((("[]" if launch else "") + text, str(i), root))
+        for kw in node.keywords:
+            root = _handle_root(kw.value) if kw.arg not in (None, "out") else None
+            if root in scope.params:
+                scope.passes.add((("[]" if launch else "") + text, kw.arg, root))  # type: ignore[arg-type]
 
     def _store(self, target: ast.expr, value: ast.expr, how: str) -> None:
         scope = self.scopes[-1]
@@ -534,6 +596,11 @@ class _Summarizer(_FastVisitor):
             self._assign(target.value, None, line)
         elif isinstance(target, (ast.Attribute, ast.Subscript)) and value is not None:
             root = self._root(target)
+            if isinstance(target, ast.Subscript) and root in scope.params:
+                if not _string_key(target):
+                    scope.pwrites.add((root, "torch"))
+            if root is not None and (root not in scope.assigned or root in scope.globals):
+                scope.kept.append(value)
             if (
                 isinstance(target, ast.Attribute)
                 and root is not None
@@ -557,6 +624,13 @@ class _Summarizer(_FastVisitor):
         if node.value is not None:
             self.visit(node.value)
         self._assign(node.target, node.value, node.lineno)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        scope = self.scopes[-1]
+        root = _handle_root(node.target)
+        if root in scope.params:
+            scope.pwrites.add((root, "torch"))
+        self.generic_visit(node)
 
     def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
         self.visit(node.value)
@@ -620,9 +694,37 @@ class _Summarizer(_FastVisitor):
                 stack.append(e.value)
         return out
 
+    def _made(self, expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) -> set[str]:
+        """Call texts whose result ``expr`` may be (through local names)."""
+        out: set[str] = set()
+        stack = [expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, ast.Call):
+                text = _dotted(e.func)
+                if text is not None:
+                    out.add(self.call_text(e.func))
+            elif isinstance(e, ast.Name) and e.id not in seen and e.id not in scope.globals:
+                for v in scope.assigned.get(e.id, ()):
+                    out |= self._made(v, scope, seen | {e.id})
+            elif isinstance(e, (ast.Tuple, ast.List, ast.Set)):
+                stack.extend(e.elts)
+            elif isinstance(e, ast.IfExp):
+                stack.extend((e.body, e.orelse))
+            elif isinstance(e, ast.BoolOp):
+                stack.extend(e.values)
+            elif isinstance(e, (ast.NamedExpr, ast.Starred)):
+                stack.append(e.value)
+        return out
+
     def _finish(self, scope: _Scope) -> None:
         s = scope.summary
         s.calls = sorted(scope.calls)
+        s.pwrites = sorted(scope.pwrites)
+        s.passes = sorted(scope.passes)
+        results = {(text, "returned") for v, *_ in scope.returns for text in self._made(v, scope)}
+        results |= {(text, "kept") for v in scope.kept for text in self._made(v, scope)}
+        s.results = sorted(results)
         unguarded = s.mode != "guarded"
         for value, region, _line in scope.returns:
             if region == "guarded" or not unguarded:
@@ -652,11 +754,46 @@ def _zero_elements(node: ast.Call) -> bool:
     """A sized factory with a literal 0 in its size (the model's rule, on ``ast``)."""
     func = node.func
     name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name == "tensor" and node.args:  # ``torch.tensor([])``: an empty placeholder
+        first = node.args[0]
+        return isinstance(first, (ast.List, ast.Tuple)) and not first.elts
     if name not in SIZED_FACTORIES or name.endswith("_like") or not node.args:
         return False
     first = node.args[0]
     dims = first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]
     return any(isinstance(d, ast.Constant) and d.value == 0 and d.value is not False for d in dims)
+
+
+#: ``triton.language`` calls that write through the pointer they are given first.
+_TRITON_STORES = frozenset(
+    {"store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas",
+     "atomic_and", "atomic_or", "atomic_xor"}
+)  # fmt: skip
+
+
+def is_inplace_name(name: str) -> bool:
+    """``zero_``, ``copy_``, ``index_put_``: torch's in-place ops end in one underscore."""
+    return name.endswith("_") and not name.startswith("_") and len(name) > 1
+
+
+def _handle_root(expr: ast.expr) -> str | None:
+    """The name a tensor argument starts from: ``buf`` for ``buf``, ``buf[:n]``,
+    ``buf.view(-1)``, ``self`` for ``self._buf``; None for anything computed."""
+    while True:
+        if isinstance(expr, (ast.Attribute, ast.Subscript, ast.Starred)):
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            if expr.func.attr not in DERIVED_METHODS:
+                return None
+            expr = expr.func.value
+        else:
+            break
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _string_key(target: ast.Subscript) -> bool:
+    """``x["key"] = v`` fills a mapping (a tensor cannot be indexed by a string)."""
+    return isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str)
 
 
 def _module_level_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
@@ -716,34 +853,49 @@ class FileFacts:
     covered: dict[str, str] = field(default_factory=dict)
     #: whether the file makes any call that could be an allocation (see FileSummary)
     may_allocate: bool = True
+    #: call text -> ((parameter position or name, write kind), ...): what project code
+    #: writes of the tensors handed to it (``imlint/writes.py`` has the kinds)
+    param_writes: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    #: call texts that resolve to the project's own code (what it writes is known)
+    resolved: frozenset[str] = frozenset()
+    #: the project's top-level package names (imports from elsewhere are external)
+    roots: frozenset[str] = frozenset()
+    #: functions of this file reached only from constructors: construction, not first use
+    construction: frozenset[str] = frozenset()
+    #: classes of this file whose instances live for one call (see ``lifetimes.py``)
+    per_call_classes: frozenset[str] = frozenset()
 
     def needs_model(self) -> bool:
         """Whether the file can hold a site at all: else LibCST need not see it."""
         return self.may_allocate or bool(self.allocators or self.helpers)
 
     def to_data(self) -> tuple[object, ...]:
-        return (self.allocators, self.helpers, self.covered, self.may_allocate)
+        return tuple(
+            sorted(v) if isinstance(v, frozenset) else v
+            for v in (getattr(self, f.name) for f in fields(self))
+        )
 
     @classmethod
     def from_data(cls, data: tuple[object, ...]) -> FileFacts:
-        allocators, helpers, covered, may_allocate = data
-        return cls(
-            {k: tuple(v) for k, v in allocators.items()},  # type: ignore[attr-defined]
-            {k: tuple(v) for k, v in helpers.items()},  # type: ignore[attr-defined]
-            dict(covered),  # type: ignore[call-overload]
-            bool(may_allocate),
-        )
+        values: list[object] = []
+        for v in data:
+            if isinstance(v, dict):
+                v = {k: _tuples(x) for k, x in v.items()}
+            elif isinstance(v, list):
+                v = frozenset(v)
+            values.append(v)
+        return cls(*values)  # type: ignore[arg-type]
 
     def key(self) -> str:
-        text = repr(
-            (
-                sorted(self.allocators.items()),
-                sorted(self.helpers.items()),
-                sorted(self.covered.items()),
-                self.may_allocate,
-            )
-        )
+        text = repr(tuple(sorted(v.items()) if isinstance(v, dict) else v for v in self.to_data()))
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def _tuples(value: object) -> object:
+    """JSON and marshal hand back lists where the facts hold tuples."""
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
 
 
 NO_FACTS = FileFacts()
@@ -801,6 +953,7 @@ class ProjectIndex:
         self.unresolved: dict[str, int] = {}
         self.unresolved_total = 0
         self._resolved: dict[tuple[str, str, str], Target | None] = {}
+        self._children: dict[Target, set[Target]] | None = None
         self._build()
 
     # ---- resolution
@@ -859,6 +1012,64 @@ class ProjectIndex:
                 if found is not None:
                     return found
         return None
+
+    def kind_of(self, target: Target) -> str:
+        return self._kind(target)
+
+    def classes(self) -> list[Target]:
+        return [
+            (s.module, q) for s in self.summaries for q, d in s.defs.items() if d.kind == "class"
+        ]
+
+    def subclasses(self, cls: Target) -> set[Target]:
+        """Every class of the project that derives from ``cls``, transitively."""
+        if self._children is None:
+            self._children = {}
+            for s in self.summaries:
+                for d in s.defs.values():
+                    for base in d.bases if d.kind == "class" else ():
+                        b = self._resolve_in(s, None, base)
+                        if b is not None:
+                            self._children.setdefault(b, set()).add((s.module, d.qual))
+        out: set[Target] = set()
+        stack = [cls]
+        while stack:
+            for child in self._children.get(stack.pop(), ()):
+                if child not in out:
+                    out.add(child)
+                    stack.append(child)
+        return out
+
+    def is_external(self, s: FileSummary, text: str) -> bool:
+        """Whether a call goes to an imported callable from outside the project that
+        may write the tensors handed to it (see ``kinds.external_writer``)."""
+        head = text.split(".", 1)[0]
+        if head not in s.imports:
+            return False
+        return external_writer(self.qualify_in(s, text), self.roots)
+
+    def qualify_in(self, s: FileSummary, text: str) -> str:
+        head, _, rest = text.partition(".")
+        target = s.imports.get(head)
+        if target is None:
+            return text
+        return f"{target}.{rest}" if rest else target
+
+    def param_name(self, target: Target, key: str) -> str | None:
+        """The parameter of ``target`` an argument binds to (``key``: a position or a
+        keyword); a class binds to its ``__init__``."""
+        if self._kind(target) == "class":
+            init = self._method(target[0], target[1], "__init__")
+            if init is None:
+                return None
+            target = init
+        if not key.isdigit():
+            return key
+        s = self.modules.get(target[0])
+        d = s.defs.get(target[1]) if s is not None else None
+        if d is None or int(key) >= len(d.params):
+            return None
+        return d.params[int(key)]
 
     def _is_external(self, s: FileSummary, text: str) -> bool:
         head = text.split(".", 1)[0]
@@ -924,6 +1135,9 @@ class ProjectIndex:
     def _build(self) -> None:
         self._find_allocators()
         self._find_helpers()
+        self.param_writes = param_writes(self)
+        self.construction = construction_only(self)
+        self.lifetimes = Lifetimes(self, self.construction)
         for s in self.summaries:
             for d in s.defs.values():
                 caller = (s.module, d.qual)
@@ -1056,6 +1270,8 @@ class ProjectIndex:
             return NO_FACTS
         allocators: dict[str, tuple[str, bool]] = {}
         helpers: dict[str, tuple[int, str, str, str]] = {}
+        writes: dict[str, tuple[tuple[str, str], ...]] = {}
+        resolved: set[str] = set()
         for d in s.defs.values():
             for text, _region in d.calls:
                 target = self.resolve(s, d, text)
@@ -1064,6 +1280,10 @@ class ProjectIndex:
                 key = _fact_key(d, text, s)
                 if key is None:
                     continue
+                resolved.add(key)
+                written = self._written(target)
+                if written:
+                    writes[key] = written
                 if target in self._alloc and target != (s.module, d.qual):
                     allocators[key] = self._alloc[target]
                 helper = self._helpers.get(target)
@@ -1086,7 +1306,34 @@ class ProjectIndex:
             why = self.covered((s.module, d.qual))
             if why is not None:
                 covered[d.qual] = why
-        return FileFacts(allocators, helpers, covered, s.may_allocate)
+        own = {q for m, q in self.construction if m == s.module}
+        per_call = {q for m, q in self.lifetimes.per_call if m == s.module}
+        return FileFacts(
+            allocators,
+            helpers,
+            covered,
+            s.may_allocate,
+            writes,
+            frozenset(resolved),
+            frozenset(self.roots),
+            frozenset(own),
+            frozenset(per_call),
+        )
+
+    def _written(self, target: Target) -> tuple[tuple[str, str], ...]:
+        """What a callable writes of its arguments, by position and by name."""
+        if self._kind(target) == "class":
+            init = self._method(target[0], target[1], "__init__")
+            if init is None:
+                return ()
+            target = init
+        by_name = self.param_writes.get(target)
+        if not by_name:
+            return ()
+        s = self.modules[target[0]]
+        params = s.defs[target[1]].params
+        out = [(str(i), by_name[p]) for i, p in enumerate(params) if p in by_name]
+        return tuple(sorted(out + list(by_name.items())))
 
     # ---- reach
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from imlint.finding import Finding
-from imlint.model import AllocationSite, ModuleModel
+from imlint.semantic import AllocationSite, ModuleModel
 
 __all__ = ["Finding", "Invalid", "Report", "Rule", "Severity", "Valid"]
 

@@ -41,7 +41,7 @@ from imlint import __version__
 from imlint.config import Settings
 from imlint.finding import Finding
 from imlint.project import FileFacts
-from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_FACTORIES
+from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_ALLOCATORS
 
 CACHE_DIR = ".imlint_cache"
 
@@ -66,7 +66,7 @@ def allocator_pattern(settings: Settings) -> re.Pattern[bytes]:
     method or a configured allocator; its spelling, or the import that aliases it, holds
     the name as a word.
     """
-    words = set(TORCH_FACTORIES | TENSOR_NEW_METHODS)
+    words = set(TORCH_ALLOCATORS | TENSOR_NEW_METHODS)
     for name in settings.options.extra_allocators:
         words.add(name.rsplit(".", 1)[-1])
     alternation = "|".join(sorted(re.escape(w) for w in words))

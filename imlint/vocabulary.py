@@ -25,13 +25,36 @@ TORCH_FACTORIES = frozenset(
     }
 )
 
-#: Tensor methods that allocate a new tensor: ``x.new_empty(...)``.
-TENSOR_NEW_METHODS = frozenset({"new_empty", "new_zeros", "new_ones", "new_full", "new_tensor"})
+#: ``torch.<name>`` functions that compute a new tensor from others (new storage, made
+#: under the caller's mode: under inference mode, an inference tensor). Views
+#: (``narrow``, ``unsqueeze``, ``expand``...) share their input's storage and are not
+#: here: a view of a normal tensor stays a normal tensor.
+TORCH_COMPUTE = frozenset(
+    {"cat", "concat", "concatenate", "stack", "vstack", "hstack", "cos", "sin", "exp",
+     "log", "sqrt", "rsqrt", "pow", "outer", "einsum", "matmul", "mm", "bmm", "cumsum",
+     "cumprod", "where", "repeat_interleave", "tril", "triu", "polar", "complex", "gather",
+     "index_select", "masked_select", "nonzero", "argsort", "clamp", "abs", "flip", "roll",
+     "tile", "kron", "diag", "block_diag", "cartesian_prod", "bucketize", "searchsorted",
+     "from_numpy", "as_tensor", "randperm", "sigmoid", "softmax", "reciprocal", "exp2",
+     "sign", "floor", "ceil", "round", "minimum", "maximum", "clone"}
+)  # fmt: skip
+
+#: Tensor methods that allocate a new tensor: ``x.new_empty(...)``, ``x.clone()``.
+TENSOR_NEW_METHODS = frozenset(
+    {"new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "clone"}
+)
 
 #: Factories whose first argument is a size: a literal 0 in it makes a placeholder.
-SIZED_FACTORIES = (
-    TORCH_FACTORIES - {"arange", "tensor", "linspace", "eye", "randint"} | TENSOR_NEW_METHODS
-)
+SIZED_FACTORIES = TORCH_FACTORIES - {
+    "arange",
+    "tensor",
+    "linspace",
+    "eye",
+    "randint",
+} | TENSOR_NEW_METHODS - {"clone"}
+
+#: Every ``torch.<name>`` that makes a new tensor: what the model calls an allocator.
+TORCH_ALLOCATORS = TORCH_FACTORIES | TORCH_COMPUTE
 
 #: Qualified names of ``inference_mode``.
 INFERENCE_MODE_NAMES = frozenset(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from imlint.model import AllocationSite, Mode
+from imlint.semantic import AllocationSite, Mode
 
 GUARD_ADVICE = "wrap the allocation in `with torch.inference_mode(False):`"
 

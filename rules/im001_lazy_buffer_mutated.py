@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from imlint.model import ModuleModel
 from imlint.rule import Invalid, Report, Rule, Severity, Valid
+from imlint.semantic import ModuleModel
 
 from ._lazy import GUARD_ADVICE, is_direct, is_unguarded_hazard, subject
 
@@ -146,8 +146,8 @@ class LazyBufferMutated(Rule):
 
     def check(self, model: ModuleModel) -> Iterator[Report]:
         for site in model.sites:
-            if is_direct(site) and is_unguarded_hazard(site) and site.writes:
-                w = site.writes[0]
+            if is_direct(site) and is_unguarded_hazard(site) and site.torch_writes:
+                w = site.torch_writes[0]
                 yield Report(
                     site,
                     f"{subject(site)} and written in place by `{w.text}` (line {w.line}); {GUARD_ADVICE}",

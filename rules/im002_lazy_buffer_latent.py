@@ -1,22 +1,25 @@
-"""IM002: a lazy persistent buffer allocated unguarded, with no visible torch in-place write."""
+"""IM002: a lazy persistent buffer allocated unguarded and written only by kernels."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-from imlint.model import AllocationSite, Mode, ModuleModel
 from imlint.rule import Invalid, Report, Rule, Severity, Valid
+from imlint.semantic import AllocationSite, Mode, ModuleModel
 
 from ._lazy import GUARD_ADVICE, is_direct, is_unguarded_hazard, subject
 
 
 class LazyBufferLatent(Rule):
-    """Lazily allocated persistent buffer allocated outside `inference_mode(False)` (latent hazard).
+    """Lazily allocated persistent buffer written only by kernels, allocated outside `inference_mode(False)` (latent hazard).
 
     ## What it does
-    Flags the same lazy persistent allocations as IM001 when no torch-level in-place
-    write to the buffer is visible in the same function or class: for example a
-    buffer written only by a Triton or CUDA kernel.
+    Flags the same lazy persistent allocations as IM001 when the buffer is written only
+    by kernels the dispatcher never sees: a Triton launch (`kernel[grid](buf, ...)`),
+    `out=buf` handed to a non-torch callable, a call into a package outside the project
+    (`torch.ops`, a CUDA extension) that is handed the buffer, or project code that
+    hands it on to one of these. A buffer nothing writes is IM005's; one that torch
+    writes in place anywhere imlint can see is IM001's.
 
     ## Why is this bad?
     If the first call happens under `torch.inference_mode()` (a warm-up, an autotune,
@@ -89,6 +92,7 @@ class LazyBufferLatent(Rule):
                 if buf is None or buf.shape[0] < n:
                     buf = torch.empty(n, 37440, dtype=torch.uint8, device=kv.device)
                     _BUFFERS[kv.device] = buf
+                _page_split_kernel[(n,)](kv, buf)
                 return buf
             """,
             line=8,
@@ -103,41 +107,41 @@ class LazyBufferLatent(Rule):
                     with torch.inference_mode(False):
                         buf = torch.empty(n, 37440, dtype=torch.uint8, device=kv.device)
                     _BUFFERS[kv.device] = buf
+                _page_split_kernel[(n,)](kv, buf)
                 return buf
             """,
         ),
         Invalid(
             """
-            import functools
             import torch
+            from my_cuda_ext import ops
 
-            @functools.lru_cache(maxsize=8)
-            def positions(n, device):
-                return torch.arange(n, device=device)
+            class Sampler:
+                def sample(self, logits):
+                    if self._ws is None:
+                        self._ws = torch.empty(1 << 20, dtype=torch.uint8, device=logits.device)
+                    return ops.top_k(logits, workspace=self._ws)
             """,
-            line=6,
-            fixed="""
-            import functools
-            import torch
-
-            @functools.lru_cache(maxsize=8)
-            def positions(n, device):
-                with torch.inference_mode(False):
-                    return torch.arange(n, device=device)
-            """,
+            line=7,
         ),
     ]
 
     def check(self, model: ModuleModel) -> Iterator[Report]:
         for site in model.sites:
-            if is_direct(site) and is_unguarded_hazard(site) and not site.writes:
+            if is_direct(site) and is_unguarded_hazard(site) and _kernel_only(site):
+                w = site.kernel_writes[0]
                 yield Report(
                     site,
-                    f"{subject(site)}{_latent(site)}; {GUARD_ADVICE}",
+                    f"{subject(site)} and written only by a kernel at `{w.text}` "
+                    f"(line {w.line}){_latent(site)}; {GUARD_ADVICE}",
                 )
+
+
+def _kernel_only(site: AllocationSite) -> bool:
+    return bool(site.kernel_writes) and not site.torch_writes
 
 
 def _latent(site: AllocationSite) -> str:
     if site.mode is Mode.INFERENCE:
         return ""
-    return "; a first call under inference mode leaves an inference tensor"
+    return ": a first call under inference mode leaves an inference tensor"

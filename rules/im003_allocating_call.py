@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from imlint.model import ModuleModel
 from imlint.rule import Invalid, Report, Rule, Severity, Valid
+from imlint.semantic import ModuleModel
 
 from ._lazy import is_unguarded_hazard, subject
 
@@ -24,8 +24,9 @@ class LazyAllocatingCall(Rule):
     torch.zeros, ...)`, a local function) handed to a get-or-create helper that keeps
     its result; and calls to configured allocators (`extra-allocators`), for code
     outside the tree. The message gives the chain that allocates. It is an error when
-    the stored object's tensors are written in place by a visible torch operation
-    (as IM001), a warning otherwise (as IM002).
+    the stored object's tensors are written in place by a torch operation (as IM001),
+    a warning when only kernels write them (as IM002); when nothing writes them, the
+    site is IM005's.
 
     ## Why is this bad?
     Where the tensor is allocated does not matter, only when: if the first call runs
@@ -143,6 +144,7 @@ class LazyAllocatingCall(Rule):
             def table(n):
                 if n not in _TABLES:
                     _TABLES[n] = make_table(n)
+                _fill_kernel[(n,)](_TABLES[n])
                 return _TABLES[n]
             """,
             line=10,
@@ -158,6 +160,7 @@ class LazyAllocatingCall(Rule):
                 if n not in _TABLES:
                     with torch.inference_mode(False):
                         _TABLES[n] = make_table(n)
+                _fill_kernel[(n,)](_TABLES[n])
                 return _TABLES[n]
             """,
         ),
@@ -207,13 +210,18 @@ class LazyAllocatingCall(Rule):
         for site in model.sites:
             if site.chain is None or not is_unguarded_hazard(site):
                 continue
-            if site.writes:
-                w = site.writes[0]
+            if site.torch_writes:
+                w = site.torch_writes[0]
                 yield Report(
                     site,
                     f"{subject(site)} ({site.chain}) and written in place by `{w.text}` "
                     f"(line {w.line}); {ADVICE}",
                     severity=Severity.ERROR,
                 )
-            else:
-                yield Report(site, f"{subject(site)} ({site.chain}); {ADVICE}")
+            elif site.kernel_writes:
+                w = site.kernel_writes[0]
+                yield Report(
+                    site,
+                    f"{subject(site)} ({site.chain}) and written by a kernel at `{w.text}` "
+                    f"(line {w.line}); {ADVICE}",
+                )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from imlint.model import Mode, ModuleModel
 from imlint.rule import Invalid, Report, Rule, Severity, Valid
+from imlint.semantic import Mode, ModuleModel
 
 from ._lazy import GUARD_ADVICE, is_direct, subject
 

@@ -9,11 +9,14 @@ import pytest
 
 from imlint.config import Settings
 from imlint.engine import Linter
-from imlint.model import Mode, parse_and_build
+from imlint.model import parse_and_build
 from imlint.options import AnalysisOptions
+from imlint.semantic import Mode
 
 
-def check(code: str, select=("IM001", "IM002", "IM003"), **options) -> list[tuple[int, str]]:
+def check(
+    code: str, select=("IM001", "IM002", "IM003", "IM005"), **options
+) -> list[tuple[int, str]]:
     settings = Settings(select=select, options=AnalysisOptions(**options))
     findings = Linter(settings).check_text("t.py", textwrap.dedent(code))
     return [(f.line, f.code) for f in findings]
@@ -40,6 +43,7 @@ def _split(kv, num_pages, buffers):
         buffers[mkey] = mbuf
     mask = mbuf[:num_pages]
     mask.zero_()
+    _page_split_kernel[(num_pages,)](kv, buf, mask)
     return buf
 """
 
@@ -55,7 +59,7 @@ def test_seed_unguarded_mask_is_an_error_because_of_zero():
 
 
 def test_finding_points_at_the_allocation_call_not_the_store():
-    settings = Settings()
+    settings = Settings(extend_select=("IM005",))
     code = "import torch\n_C = {}\ndef f(n):\n    if n not in _C:\n        x = 1; _C[n] = torch.zeros(n)\n"
     (finding,) = Linter(settings).check_text("t.py", code)
     assert (finding.line, finding.col) == (5, 24)
@@ -80,7 +84,7 @@ def test_message_names_storage_and_the_write():
     ],
 )
 def test_allocation_spellings(code):
-    assert check(code) == [(5, "IM002")]
+    assert check(code) == [(5, "IM005")]
 
 
 def test_unrelated_condition_is_not_lazy_but_is_im004():
@@ -98,7 +102,7 @@ def test_changed_cache_key_is_lazy():
                 self._key = key
                 self._buf = torch.empty(n)
     """
-    assert check(code) == [(7, "IM002")]
+    assert check(code) == [(7, "IM005")]
 
 
 def test_flag_variable_is_lazy():
@@ -113,7 +117,7 @@ def test_flag_variable_is_lazy():
             _C[n] = buf
         return buf
     """
-    assert check(code) == [(8, "IM002")]
+    assert check(code) == [(8, "IM005")]
 
 
 def test_write_inside_the_allocating_branch_does_not_make_it_an_error():
@@ -128,7 +132,7 @@ def test_write_inside_the_allocating_branch_does_not_make_it_an_error():
             _C[n] = buf
         return buf
     """
-    assert check(code) == [(7, "IM002")]
+    assert check(code) == [(7, "IM005")]
 
 
 def test_write_in_another_method_of_the_class_makes_it_an_error():
@@ -161,7 +165,7 @@ def test_write_to_another_key_of_the_same_dict_does_not_count():
             buffers["b"] = b
         b.zero_()
     """
-    assert check(code) == [(6, "IM002")]
+    assert check(code) == [(6, "IM005")]
 
 
 @pytest.mark.parametrize(
@@ -206,7 +210,7 @@ def test_not_guards(not_guard):
             {not_guard}
                 _C[n] = torch.empty(n)
     """
-    assert check(code) == [(7, "IM002")]
+    assert check(code) == [(7, "IM005")]
 
 
 def test_guard_around_a_nested_def_does_not_guard_its_body():
@@ -220,7 +224,7 @@ def test_guard_around_a_nested_def_does_not_guard_its_body():
                     _C[n] = torch.empty(n)
         return inner
     """
-    assert check(code) == [(8, "IM002")]
+    assert check(code) == [(8, "IM005")]
 
 
 def test_lambda_body_is_not_guarded_by_enclosing_with():
@@ -240,9 +244,12 @@ def test_model_records_mode_lazy_reason_and_writes():
     _, model = parse_and_build(code, AnalysisOptions())
     split, mask = model.sites
     assert split.store.target == "buffers[key]" and split.lazy == "cache miss"
-    assert split.mode is Mode.UNKNOWN and split.writes == []
+    assert split.mode is Mode.UNKNOWN and split.torch_writes == []
+    # The Triton launch writes both: the split buffer only from a kernel (the latent row).
+    assert [w.kind for w in split.writes] == ["kernel"]
     assert mask.store.target == "buffers[mkey]"
-    assert [w.text for w in mask.writes] == ["mask.zero_()"]
+    assert [w.text for w in mask.torch_writes] == ["mask.zero_()"]
+    assert [w.kind for w in mask.writes] == ["torch", "kernel"]
 
 
 def test_init_attribute_stores_are_construction():
@@ -280,11 +287,12 @@ def test_extra_allocator_bare_and_dotted_names():
         if -n not in _C:
             _C[-n] = kern.Workspace(n)
     """
+    # Nothing writes what the configured allocators return: the read-only tier.
     assert check(code, extra_allocators=frozenset({"kern.Workspace"})) == [
-        (7, "IM003"),
-        (9, "IM003"),
+        (7, "IM005"),
+        (9, "IM005"),
     ]
-    assert check(code, extra_allocators=frozenset({"Workspace"})) == [(7, "IM003"), (9, "IM003")]
+    assert check(code, extra_allocators=frozenset({"Workspace"})) == [(7, "IM005"), (9, "IM005")]
     assert check(code) == []
 
 
@@ -299,7 +307,7 @@ def test_async_and_nested_class_methods():
                 return self.t
         return Cache
     """
-    assert check(code) == [(7, "IM002")]
+    assert check(code) == [(7, "IM005")]
 
 
 def test_module_level_allocations_are_not_lazy():
@@ -355,7 +363,7 @@ def test_kwargs_is_a_fresh_dict():
 
 def test_arithmetic_on_an_allocation_is_still_that_allocation():
     code = "import functools, torch\n@functools.lru_cache\ndef inv(n):\n    return 1.0 / torch.tensor(n)\n"
-    assert check(code) == [(4, "IM002")]
+    assert check(code) == [(4, "IM005")]
 
 
 def test_sibling_cache_filled_in_the_same_branch_is_lazy():
@@ -367,14 +375,14 @@ def test_sibling_cache_filled_in_the_same_branch_is_lazy():
                 self._a = torch.empty(n)
                 self._b = torch.empty(n)
     """
-    assert check(code) == [(6, "IM002"), (7, "IM002")]
+    assert check(code) == [(6, "IM005"), (7, "IM005")]
 
 
 def test_lazy_positions_equal_libcst_position_provider():
     """The model's on-demand ranges are the ranges LibCST's PositionProvider gives."""
     from libcst.metadata import MetadataWrapper, PositionProvider
 
-    from imlint.model import Positions
+    from imlint.positions import Positions
 
     from .conftest import FIXTURES, fixture_text
 
@@ -414,7 +422,7 @@ def test_module_level_import_below_the_function_is_seen():
     from torch import empty
     from torch import inference_mode as im
     """
-    assert check(code) == [(8, "IM002")]
+    assert check(code) == [(8, "IM005")]
 
 
 def test_a_string_keyed_store_fills_a_dict_not_a_tensor():
@@ -429,7 +437,7 @@ def test_a_string_keyed_store_fills_a_dict_not_a_tensor():
         ws["meta"] = n
         return ws
     """
-    assert check(code) == [(7, "IM002")]
+    assert check(code) == [(7, "IM005")]
     assert check(code.replace('ws["meta"] = n', 'ws["a"][:n] = 1')) == [(7, "IM001")]
 
 

@@ -74,7 +74,7 @@ def new_findings(baseline_path: Path) -> list[Finding]:
 def baseline(project) -> Path:
     findings = check()
     assert [(f.code, f.function) for f in findings] == [
-        ("IM002", "get"),
+        ("IM005", "get"),
         ("IM001", "Sampler._workspace"),
     ]
     path = project / "imlint-baseline.json"
@@ -97,7 +97,7 @@ def test_the_file_is_readable_json(baseline):
         },
         {
             "path": PATH,
-            "code": "IM002",
+            "code": "IM005",
             "function": "get",
             "statement": "_CACHE[n] = torch.arange(n)",
         },
@@ -141,7 +141,7 @@ def test_a_new_lazy_allocation_is_reported_alone(baseline):
     )
     Path("pkg/mod.py").write_text("# moved down\n" * 3 + added, encoding="utf-8")
     (new,) = new_findings(baseline)
-    assert (new.code, new.function, new.line) == ("IM002", "get_mask", 17)
+    assert (new.code, new.function, new.line) == ("IM005", "get_mask", 17)
 
 
 def test_the_same_finding_in_another_file_is_new(baseline):
@@ -151,7 +151,7 @@ def test_the_same_finding_in_another_file_is_new(baseline):
 
 def test_occurrences_are_counted():
     def at(line: int) -> Finding:
-        return Finding(PATH, line, 5, line, 20, "IM002", "warning", "m", function="f")
+        return Finding(PATH, line, 5, line, 20, "IM005", "warning", "m", function="f")
 
     lines = ["    x[k] = torch.empty(n)"] * 10
 
@@ -176,14 +176,14 @@ def test_fingerprint_keys():
     assert fingerprint(f, lines) != fingerprint(f, lines, occurrence=1)
     for other in (
         Finding("pkg/other.py", 3, 5, 4, 6, "IM001", "error", "m", function="A.f"),
-        Finding("pkg/mod.py", 3, 5, 4, 6, "IM002", "warning", "m", function="A.f"),
+        Finding("pkg/mod.py", 3, 5, 4, 6, "IM005", "warning", "m", function="A.f"),
         Finding("pkg/mod.py", 3, 5, 4, 6, "IM001", "error", "m", function="A.g"),
     ):
         assert fingerprint(other, lines) != fingerprint(f, lines)
     assert fingerprint(f, ["", "", "    buf = torch.zeros(", "n)"]) != fingerprint(f, lines)
     # Without the source, the finding's own first line stands in.
     one_line = Finding(
-        "a.py", 1, 7, 1, 20, "IM002", "warning", "m", statement="buf = torch.empty(n) # c"
+        "a.py", 1, 7, 1, 20, "IM005", "warning", "m", statement="buf = torch.empty(n) # c"
     )
     assert fingerprint(one_line, None) == fingerprint(one_line, ["buf = torch.empty(n)"])
     assert fingerprints([one_line, one_line], lambda p: None)[1] == fingerprint(one_line, None, 1)

@@ -14,10 +14,10 @@ MUTATED = LAZY.replace("    return _C[n]\n", "    _C[n].zero_()\n    return _C[n
 def test_concise_and_github_formats(tmp_path):
     (tmp_path / "a.py").write_text(LAZY)
     r = run_imlint("check", "a.py", "--output-format", "concise", cwd=tmp_path)
-    assert r.code == 1 and r.out.startswith("a.py:8:17: IM002 Lazy buffer") and "Found" not in r.out
+    assert r.code == 1 and r.out.startswith("a.py:8:17: IM005 Lazy buffer") and "Found" not in r.out
     r = run_imlint("check", "a.py", "--output-format", "github", cwd=tmp_path)
     assert r.out.startswith(
-        "::warning file=a.py,line=8,col=17,endLine=8,endColumn=31,title=IM002::"
+        "::warning file=a.py,line=8,col=17,endLine=8,endColumn=31,title=IM005::"
     )
 
 
@@ -28,7 +28,7 @@ def test_sarif_has_rules_results_and_an_exact_fix(tmp_path):
     log = json.loads(r.out)
     run = log["runs"][0]
     assert log["version"] == "2.1.0"
-    assert {rule["id"] for rule in run["tool"]["driver"]["rules"]} >= {"IM001", "IM002"}
+    assert {rule["id"] for rule in run["tool"]["driver"]["rules"]} >= {"IM001", "IM005"}
     (result,) = run["results"]
     assert result["ruleId"] == "IM001" and result["level"] == "error"
     change = result["fixes"][0]["artifactChanges"][0]
@@ -41,7 +41,7 @@ def test_statistics(tmp_path):
     (tmp_path / "b.py").write_text(MUTATED)
     r = run_imlint("check", ".", "--statistics", "--no-cache", cwd=tmp_path)
     lines = [line.split("\t") for line in r.out.splitlines() if "\t" in line]
-    assert [(c[0], c[1]) for c in lines] == [("1", "IM001"), ("1", "IM002")]
+    assert [(c[0], c[1]) for c in lines] == [("1", "IM001"), ("1", "IM005")]
 
 
 def test_show_source_caret(tmp_path):
@@ -75,7 +75,7 @@ def test_baseline_survives_unrelated_edits_and_reports_new_sites(tmp_path):
 
 def test_stdin_filename_check_and_fix(tmp_path):
     r = run_imlint("check", "--stdin-filename", "pkg/mod.py", cwd=tmp_path, stdin=LAZY)
-    assert r.code == 1 and r.out.startswith("pkg/mod.py:8:17: IM002")
+    assert r.code == 1 and r.out.startswith("pkg/mod.py:8:17: IM005")
     r = run_imlint("fix", "--stdin-filename", "pkg/mod.py", cwd=tmp_path, stdin=LAZY)
     assert r.code == 0 and "with torch.inference_mode(False):" in r.out
     r = run_imlint("check", "--stdin-filename", "x.py", cwd=tmp_path, stdin="def (:\n")
@@ -91,7 +91,7 @@ def test_exit_zero_and_quiet(tmp_path):
 def test_rules_and_rule_commands():
     r = run_imlint("rules")
     assert r.code == 0
-    for code in ("IM001", "IM002", "IM004"):
+    for code in ("IM001", "IM005", "IM004"):
         assert code in r.out
     r = run_imlint("rule", "IM001")
     assert r.code == 0 and "## Why is this bad?" in r.out and "inference tensor" in r.out

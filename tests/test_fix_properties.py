@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from imlint.config import Settings
 from imlint.engine import Linter
 
-LINTER = Linter(Settings(select=("IM001", "IM002", "IM004")))
+LINTER = Linter(Settings(select=("IM001", "IM005", "IM004")))
 
 ALLOCS = [
     "{t}.empty(n)",

@@ -96,7 +96,7 @@ def render(writer, *args, **kwargs) -> str:
 def test_the_snippets_have_findings_of_both_severities(findings):
     assert {(f.path, f.code, f.severity) for f in findings} == {
         ("pkg/mutated.py", "IM001", "error"),
-        ("pkg/latent.py", "IM002", "warning"),
+        ("pkg/latent.py", "IM005", "warning"),
     }
     assert len(findings) == 3
 
@@ -145,14 +145,14 @@ def test_github_escaping():
         col=5,
         end_line=4,
         end_col=2,
-        code="IM002",
+        code="IM005",
         severity="warning",
         message="100% sure:\nline two, really\r",
     )
     (line,) = render(write_github, [f]).splitlines()
     assert line == (
         "::warning file=odd dir/a%2Cb%3Ac%25.py,line=3,col=5,endLine=4,endColumn=2,"
-        "title=IM002::100%25 sure:%0Aline two, really%0D"
+        "title=IM005::100%25 sure:%0Aline two, really%0D"
     )
 
 
@@ -163,7 +163,7 @@ def test_statistics_counts_per_rule_most_first(findings):
     extra = Finding("x.py", 1, 1, 1, 2, "IM004", "warning", "m", fixable=False)
     lines = render(write_statistics, [*findings, extra]).splitlines()
     assert lines == [
-        "2\tIM002\t[*] lazy-buffer-latent",
+        "2\tIM005\t[*] lazy-readonly-tensor",
         "1\tIM001\t[*] lazy-buffer-mutated",
         "1\tIM004\t[ ] unguarded-persistent-allocation",
     ]
@@ -171,10 +171,10 @@ def test_statistics_counts_per_rule_most_first(findings):
 
 
 def test_statistics_with_given_names_and_alignment():
-    many = [Finding("a.py", i, 1, i, 2, "IM002", "warning", "m") for i in range(12)]
+    many = [Finding("a.py", i, 1, i, 2, "IM005", "warning", "m") for i in range(12)]
     one = [Finding("a.py", 99, 1, 99, 2, "IM001", "error", "m", fixable=True)]
-    lines = render(write_statistics, one + many, names={"IM001": "one", "IM002": "two"})
-    assert lines.splitlines() == ["12\tIM002\t[ ] two", " 1\tIM001\t[*] one"]
+    lines = render(write_statistics, one + many, names={"IM001": "one", "IM005": "two"})
+    assert lines.splitlines() == ["12\tIM005\t[ ] two", " 1\tIM001\t[*] one"]
 
 
 # ---- source snippets

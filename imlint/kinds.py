@@ -1,0 +1,79 @@
+"""The tables of kinds: which calls make containers or fresh objects, which methods
+derive a tensor from its receiver, which frames make code conditional. One source of
+truth, read by the model (``imlint/collect.py``, ``values.py``, ``sites.py``) and by
+narrowing (``imlint/narrow.py``)."""
+
+from __future__ import annotations
+
+from imlint.names import VIEW_METHODS
+
+#: Functions whose attribute stores on ``self`` are construction, not lazy caching.
+CONSTRUCTORS = frozenset({"__init__", "__new__", "__post_init__"})
+
+#: Calls that build a fresh object: a name assigned one of these is a local container.
+FRESH_CALLS = frozenset(
+    {
+        "dict",
+        "list",
+        "set",
+        "tuple",
+        "frozenset",
+        "defaultdict",
+        "collections.defaultdict",
+        "OrderedDict",
+        "collections.OrderedDict",
+        "SimpleNamespace",
+        "types.SimpleNamespace",
+        "object",
+    }
+)
+
+#: Methods whose result is (derived from) the receiver tensor, for handle aliasing.
+DERIVED_METHODS = VIEW_METHODS | frozenset(
+    {"to", "cuda", "cpu", "type", "float", "half", "bfloat16", "int", "long", "bool", "pin_memory"}
+)
+
+LAZY_FRAMES = frozenset({"if_body", "if_else", "while", "ifexp_body", "ifexp_else", "boolop"})
+
+
+CONTAINER_METHODS = frozenset(
+    {"get", "setdefault", "pop", "popitem", "items", "keys", "values", "update", "clear", "append"}
+)
+CONTAINER_CALLS = frozenset(
+    {
+        "dict",
+        "list",
+        "defaultdict",
+        "collections.defaultdict",
+        "OrderedDict",
+        "collections.OrderedDict",
+        "weakref.WeakValueDictionary",
+        "weakref.WeakKeyDictionary",
+        "WeakValueDictionary",
+        "WeakKeyDictionary",
+    }
+)
+
+
+#: Modules whose functions only read the tensors they are handed (or take none): a
+#: tensor handed to them is not written by a kernel.
+READER_MODULES = frozenset(
+    {"math", "numpy", "np", "logging", "os", "sys", "time", "functools", "itertools",
+     "collections", "dataclasses", "typing", "copy", "json", "re", "warnings", "inspect",
+     "contextlib", "enum", "abc", "operator", "builtins", "torch"}
+)  # fmt: skip
+
+
+def external_writer(qualified: str, roots: frozenset[str] | set[str]) -> bool:
+    """Whether a callable, by its qualified name, lives outside the project and may
+    write tensors handed to it from a kernel (``torch.ops`` included, torch's own
+    functions not)."""
+    if qualified.startswith("torch.ops."):
+        return True
+    head = qualified.split(".", 1)[0]
+    return (
+        bool(head)
+        and not qualified.startswith(".")
+        and head not in roots
+        and head not in READER_MODULES
+    )

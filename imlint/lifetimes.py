@@ -1,0 +1,134 @@
+"""Lifetimes, project-wide: which functions run only during construction, and which
+classes have instances that live for one call.
+
+Both are read from code, never from names:
+
+- **Construction.** A function whose every resolved caller is a constructor
+  (``__init__``, ``__post_init__``, ``__new__``) or, transitively, another such
+  function, and that no call the index cannot resolve could reach by name, runs while
+  an object is built: what it stores is built eagerly, not on first use (IM004's
+  territory, not a lazy site).
+- **Per-call objects.** Every place that makes an instance of a class (a call of the
+  class, ``cls(...)`` in its class methods, a subclass's) is judged by what happens to
+  the result there. The instance is *long-lived* when the result is kept in storage
+  that outlives the call (an attribute, a global, a container entry), when it is made
+  at module level, in a constructor or construction, in a cached function, or in a
+  function nothing in the project calls (an entry point: it may run once for the
+  whole process); a result that is returned is judged at the callers of the function
+  that returns it. Otherwise the instance is made per call: used, held in a local,
+  passed on. A class with at least one place that makes it, all per call, has per-call
+  instances: what its methods store on ``self`` dies with the call that made it (a
+  memo on a per-step batch). A class the project never instantiates is not judged
+  (its instances may come from anywhere).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from imlint.kinds import CONSTRUCTORS
+
+if TYPE_CHECKING:
+    from imlint.project import DefSummary, FileSummary, ProjectIndex, Target
+
+
+def _is_constructor(qual: str) -> bool:
+    return "." in qual and qual.rsplit(".", 1)[-1] in CONSTRUCTORS
+
+
+def construction_only(index: ProjectIndex) -> set[Target]:
+    """Functions reached only from constructors, to a fixed point."""
+    found: set[Target] = set()
+    changed = True
+    while changed:
+        changed = False
+        for target, callers in index.callers.items():
+            if target in found or not callers or _is_constructor(target[1]):
+                continue
+            if index.unresolved.get(target[1].rsplit(".", 1)[-1], 0):
+                continue
+            if all(_is_constructor(c[1]) or c in found for c, _region in callers):
+                found.add(target)
+                changed = True
+    return found
+
+
+class Lifetimes:
+    """Per-call classes of a project (see the module doc)."""
+
+    def __init__(self, index: ProjectIndex, construction: set[Target]) -> None:
+        self.index = index
+        self.construction = construction
+        self._returned: dict[Target, bool] = {}
+        self.per_call: set[Target] = self._per_call_classes()
+
+    def _long_context(self, s: FileSummary, d: DefSummary) -> bool:
+        """Whether what ``d`` makes lives as long as the process may: module level,
+        construction, a cached function, an entry point."""
+        me = (s.module, d.qual)
+        if d.kind == "module" or d.cached or _is_constructor(d.qual) or me in self.construction:
+            return True
+        name = d.qual.rsplit(".", 1)[-1]
+        return not self.index.callers.get(me) and not self.index.unresolved.get(name, 0)
+
+    def _made_long(self, s: FileSummary, d: DefSummary, text: str) -> bool:
+        """Whether the result of the call ``text`` in ``d`` may outlive the call."""
+        if self._long_context(s, d) or (text, "kept") in d.results:
+            return True
+        if (text, "returned") in d.results:
+            return self._returns_long((s.module, d.qual))
+        return False
+
+    def _returns_long(self, target: Target) -> bool:
+        """Whether a function's result is kept by any caller (transitively)."""
+        known = self._returned.get(target)
+        if known is not None:
+            return known
+        self._returned[target] = False  # recursion guard
+        index = self.index
+        callers = index.callers.get(target, ())
+        name = target[1].rsplit(".", 1)[-1]
+        # Unresolved calls by name: the callers that keep the result may be among them.
+        result = not callers and not index.unresolved.get(name, 0)
+        for caller, _region in callers:
+            cs = index.modules.get(caller[0])
+            cd = cs.defs.get(caller[1]) if cs is not None else None
+            if cd is None:
+                continue
+            for text, _r in cd.calls:
+                if index.resolve(cs, cd, text) == target and self._made_long(cs, cd, text):  # type: ignore[arg-type]
+                    result = True
+                    break
+            if result:
+                break
+        self._returned[target] = result
+        return result
+
+    def _per_call_classes(self) -> set[Target]:
+        index = self.index
+        made: dict[Target, bool] = {}  # class -> some instance is long-lived
+        for s in index.summaries:
+            for d in s.defs.values():
+                for text, _region in d.calls:
+                    cls = self._instantiated(s, d, text)
+                    if cls is None:
+                        continue
+                    made[cls] = made.get(cls, False) or self._made_long(s, d, text)
+        # A class's methods run on its subclasses' instances too.
+        long_classes = {c for c, long in made.items() if long}
+        per_call: set[Target] = set()
+        for cls in index.classes():
+            family = index.subclasses(cls) | {cls}
+            if family & long_classes or not family & made.keys():
+                continue
+            per_call.add(cls)
+        return per_call
+
+    def _instantiated(self, s: FileSummary, d: DefSummary, text: str) -> Target | None:
+        """The class a call makes an instance of, if it makes one."""
+        if text == "self" and d.cls:
+            return (s.module, d.cls)  # ``cls(...)`` in a class method
+        target = self.index.resolve(s, d, text)
+        if target is not None and self.index.kind_of(target) == "class":
+            return target
+        return None

@@ -1,0 +1,215 @@
+"""The semantic model's records: functions, classes, stores, writes and allocation
+sites, as one walk of a module collects them (``imlint/collect.py``) and the resolution
+passes complete them (``values.py``, ``sites.py``, ``writes.py``). Rules read these."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import CodeRange
+
+from imlint.kinds import CONSTRUCTORS
+from imlint.names import ImportMap
+from imlint.options import AnalysisOptions
+from imlint.positions import Positions
+
+#: Write kinds (see :class:`InplaceWrite`).
+TORCH_WRITE = "torch"
+KERNEL_WRITE = "kernel"
+
+
+class Mode(enum.Enum):
+    """The grad mode an allocation runs under, as far as the source shows."""
+
+    UNKNOWN = "unknown"  # no explicit mode: whatever the caller had
+    GUARDED = "guarded"  # inference_mode(False) or a configured guard
+    INFERENCE = "inference"  # inference_mode() / inference_mode(True)
+
+
+@dataclass(eq=False)
+class Frame:
+    """One enclosing block of a node, inside its function."""
+
+    kind: str  # if_body if_else while for with try handler lambda comp ifexp_* boolop
+    node: cst.CSTNode
+    test: cst.CSTNode | None = None  # the condition for conditional frames
+    mode: Mode | None = None  # for ``with`` frames and is_inference() branches
+    owner: tuple[int, str | None] = (0, None)  # what closes the frame
+
+
+Frames = tuple[Frame, ...]
+
+
+@dataclass(eq=False)
+class ClassModel:
+    name: str
+    node: cst.ClassDef
+    functions: list[FunctionModel] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Store:
+    """A store of a value into storage that may outlive the call."""
+
+    kind: str  # subscript attribute global setattr register_buffer setdefault update return
+    target: str  # how messages name the storage: ``buffers[key]``, ``self._buf``
+    container: str | None  # ``buffers`` for ``buffers[key]``
+    root: cst.BaseExpression | None  # the object or container stored into
+    value: cst.BaseExpression | None
+    frames: Frames
+    order: int
+    stmt: cst.CSTNode | None
+
+    @property
+    def token(self) -> str:
+        return "store:" + self.target
+
+
+@dataclass(eq=False)
+class InplaceWrite:
+    """A write into a tensor after its creation.
+
+    ``kind`` is ``torch`` for a torch-level in-place write (``x.zero_()``, ``x[i] = v``,
+    ``x += v``, ``out=x`` to a torch op): outside inference mode it raises on an inference
+    tensor. ``kernel`` is a write the dispatcher never sees (a Triton launch, ``out=x``
+    to a non-torch callable, a tensor handed to an external op that may write it): the
+    hazard stays latent.
+    """
+
+    handle: cst.BaseExpression
+    text: str
+    frames: Frames
+    order: int
+    node: cst.CSTNode  # the node whose line is reported
+    function: FunctionModel
+    positions: Positions
+    kind: str = TORCH_WRITE
+
+    @property
+    def line(self) -> int:
+        return self.positions[self.node].start.line
+
+
+@dataclass(eq=False)
+class EarlyExit:
+    """``if <test>: ... return`` : what follows runs only when the test failed."""
+
+    test: cst.BaseExpression
+    frames: Frames
+    order: int
+
+
+@dataclass(eq=False)
+class AllocationSite:
+    """A tensor allocation inside a function, with everything rules need to judge it."""
+
+    call: cst.Call
+    allocator: str
+    function: FunctionModel
+    frames: Frames
+    stmt: cst.SimpleStatementLine | None  # the smallest enclosing statement line
+    suite: cst.SimpleStatementSuite | None  # set when on a one-line compound statement
+    order: int
+    positions: Positions
+    # Resolved by build_model:
+    store: Store | None = None
+    mode: Mode = Mode.UNKNOWN
+    lazy: str | None = None  # why the allocation is lazy, if it is
+    lazy_frame: Frame | None = None
+    lazy_exit: EarlyExit | None = None
+    lazy_test: str = ""  # the condition that makes it lazy, for explanations
+    writes: list[InplaceWrite] = field(default_factory=list)  # source order
+    #: IM003: how the call allocates (a chain through the project, or a configured
+    #: allocator); None for a direct torch allocation.
+    chain: str | None = None
+    object_result: bool = False  # the call returns an object holding tensors
+    report_node: cst.CSTNode | None = None  # where to report, when not at ``call``
+    helper: bool = False  # ``call`` hands a factory to a get-or-create helper
+
+    @property
+    def range(self) -> CodeRange:
+        return self.positions[self.report_node or self.call]
+
+    @property
+    def line(self) -> int:
+        return self.range.start.line
+
+    @property
+    def col(self) -> int:
+        return self.range.start.column + 1
+
+    @property
+    def torch_writes(self) -> list[InplaceWrite]:
+        return [w for w in self.writes if w.kind == TORCH_WRITE]
+
+    @property
+    def kernel_writes(self) -> list[InplaceWrite]:
+        return [w for w in self.writes if w.kind == KERNEL_WRITE]
+
+    @property
+    def persistent(self) -> bool:
+        return self.store is not None
+
+    @property
+    def in_lambda(self) -> bool:
+        return any(f.kind == "lambda" for f in self.frames)
+
+    @property
+    def in_comprehension(self) -> bool:
+        return any(f.kind == "comp" for f in self.frames)
+
+
+@dataclass(eq=False)
+class FunctionModel:
+    name: str
+    qualname: str
+    node: cst.FunctionDef
+    parent: FunctionModel | None
+    cls: ClassModel | None
+    self_name: str | None
+    params: frozenset[str]
+    star_params: frozenset[str]  # ``*args``/``**kwargs``: a new tuple/dict on every call
+    decorator_mode: Mode | None
+    cached: bool
+    globals: set[str] = field(default_factory=set)
+    defs: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+    other_bound: set[str] = field(default_factory=set)  # for/with/except/import targets
+    fresh_texts: dict[str, int] = field(default_factory=dict)  # target text -> order of fresh store
+    container_uses: set[str] = field(default_factory=set)  # texts used like dicts/lists
+    stores: list[Store] = field(default_factory=list)
+    writes: list[InplaceWrite] = field(default_factory=list)
+    early_exits: list[EarlyExit] = field(default_factory=list)
+    drops: list[tuple[str, int]] = field(default_factory=list)
+    allocations: list[AllocationSite] = field(default_factory=list)
+    returns: list[cst.BaseExpression] = field(default_factory=list)
+    calls: set[str] = field(default_factory=set)  # names called: ``f(...)``, ``self.f(...)``
+    _mentions: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    @property
+    def is_constructor(self) -> bool:
+        return self.cls is not None and self.name in CONSTRUCTORS and self.self_name is not None
+
+    def is_local(self, name: str) -> bool:
+        return name not in self.globals and (
+            name in self.defs or name in self.params or name in self.other_bound
+        )
+
+
+@dataclass
+class ModuleModel:
+    imports: ImportMap
+    functions: list[FunctionModel]
+    classes: list[ClassModel]
+    allocations: list[AllocationSite]
+    options: AnalysisOptions
+    #: Source ranges, computed on demand (the fixer reads statement and string ranges).
+    positions: Positions
+    #: id(statement) -> (id(enclosing block), index in it), for grouping adjacent statements.
+    blocks: dict[int, tuple[int, int]]
+
+    @property
+    def sites(self) -> list[AllocationSite]:
+        """Allocations stored into persistent storage, in source order."""
+        return [a for a in self.allocations if a.store is not None]

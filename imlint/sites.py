@@ -1,0 +1,176 @@
+"""Site resolution: whether a store fills persistent storage, whether an allocation
+runs lazily (a cache miss, a resize, a cached function), and under which mode."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import libcst as cst
+
+from imlint.kinds import LAZY_FRAMES
+from imlint.names import (
+    expr_text,
+)
+from imlint.semantic import AllocationSite, Frame, Frames, FunctionModel, Mode, Store
+from imlint.values import FunctionAnalysis
+
+
+def persistent(store: Store, fa: FunctionAnalysis) -> bool:
+    """Whether a store fills storage that outlives the call. ``imlint/narrow.py`` keeps
+    a superset of these rules (what a site needs, by name): a new kind of store here
+    needs its counterpart there (``tests/test_narrow.py`` compares both paths)."""
+    f = fa.f
+    if store.kind == "return":
+        return True
+    if store.kind == "global":
+        return True
+    kind = fa.root_kind(store.root)
+    if kind == "local":
+        return False
+    if kind == "self" and f.cls is not None and f.cls.name in fa.index.per_call_classes:
+        return False  # an object made per call: its attributes die with it (lifetimes.py)
+    if store.kind in ("attribute", "setattr", "register_buffer"):
+        return not f.is_constructor
+    if store.kind in ("setdefault", "update"):
+        return True
+    if store.kind == "subscript":
+        container = store.container or ""
+        if f.is_constructor and container.startswith("self.__dict__"):
+            return False
+        # ``x[i] = t`` copies into a tensor unless ``x`` is known to be a dict or list.
+        return (
+            container in f.container_uses
+            or container in fa.index.container_texts
+            or container.endswith(".__dict__")
+        ) and not _is_slice_store(store)
+    return False
+
+
+def reads_target(call: cst.Call, target: str, fa: FunctionAnalysis) -> bool:
+    """Whether a call's arguments read ``target`` (the storage it is stored into)."""
+    return any(target in fa.mentions(arg.value) for arg in call.args)
+
+
+def _is_slice_store(store: Store) -> bool:
+    target = store.target
+    return ":" in target[target.rfind("[") :] or "..." in target
+
+
+def dropped(store: Store, f: FunctionModel) -> bool:
+    """Per-call scratch: the same call resets or drops the storage after storing."""
+    container_all = f"{store.container}[]" if store.container else None
+    for text, order in f.drops:
+        if order > store.order and (text == store.target or text == container_all):
+            return True
+    return False
+
+
+def related(store: Store, f: FunctionModel) -> set[str]:
+    """Texts that, mentioned in a condition, make the allocation a cache miss."""
+    rel = {store.target}
+    if store.container is not None and not literal_key(store):
+        rel.add(store.container)
+    if store.kind == "register_buffer" and store.root is not None:
+        rel.add(expr_text(store.root, f.self_name) + "._buffers")
+    return rel
+
+
+def literal_key(store: Store) -> bool:
+    """``d["mask"] = ...``: an entry with a constant key is its own buffer; a test of
+    another key of the same container says nothing about it."""
+    if store.container is None or not store.target.startswith(store.container + "["):
+        return False
+    key = store.target[len(store.container) + 1 : -1]
+    return key[:1] in ("'", '"') or key.isdigit()
+
+
+def is_prefix(prefix: Frames, frames: Frames) -> bool:
+    return len(prefix) <= len(frames) and all(a is b for a, b in zip(prefix, frames, strict=False))
+
+
+def site_mode(site: AllocationSite) -> Mode:
+    for frame in reversed(site.frames):
+        if frame.kind == "lambda":
+            return Mode.UNKNOWN  # runs later, under whatever mode its caller has
+        if frame.mode is not None:
+            return frame.mode
+    f: FunctionModel | None = site.function
+    while f is not None:
+        if f.decorator_mode is not None:
+            return f.decorator_mode
+        f = f.parent
+    return Mode.UNKNOWN
+
+
+def resolve_laziness(
+    site: AllocationSite, fa: FunctionAnalysis, related: set[str], keys: dict[str, list[Store]]
+) -> None:
+    """Decide whether the allocation runs only on a cache miss or a resize.
+
+    A condition is a cache test when it mentions the storage (or an alias of it), or
+    when it mentions storage that the same branch fills: a key it updates (``if
+    self._key != key: self._key = key; self._buf = ...``) or a sibling cache
+    (``if d not in _K: _K[d] = k; _V[d] = v``).
+    """
+    store = site.store
+    assert store is not None
+    if fa.f.qualname in fa.index.construction:
+        return  # reached only from constructors: built eagerly (lifetimes.py)
+    if store.kind == "return":
+        site.lazy = "cached function"
+        return
+    if store.kind == "setdefault":
+        site.lazy = "setdefault"
+        return
+    for frame in reversed(site.frames):
+        if frame.kind == "lambda":
+            break
+        if frame.kind in LAZY_FRAMES and frame.test is not None:
+            mentioned = fa.mentions(frame.test)
+            filled_here = any(
+                any(fr is frame for fr in store.frames)
+                for k in mentioned & keys.keys()
+                for store in keys[k]
+            )
+            if mentioned & related or filled_here:
+                site.lazy = "cache miss"
+                site.lazy_frame = frame
+                site.lazy_test = expr_text(frame.test)
+                return
+        if frame.kind == "handler":
+            try_node = _enclosing_try(site, frame)
+            if try_node is not None and fa.mentions(try_node.body) & related:
+                site.lazy = "cache miss"
+                site.lazy_frame = frame
+                return
+    for exit_ in fa.f.early_exits:
+        if exit_.order < site.order and is_prefix(exit_.frames, site.frames):
+            if fa.mentions(exit_.test) & related:
+                site.lazy = "cache miss"
+                site.lazy_exit = exit_
+                site.lazy_test = expr_text(exit_.test)
+                return
+
+
+def _enclosing_try(site: AllocationSite, handler: Frame) -> cst.Try | None:
+    idx = site.frames.index(handler)
+    for frame in reversed(site.frames[:idx]):
+        if (
+            frame.kind == "try"
+            and isinstance(frame.node, cst.Try)
+            and handler.node in frame.node.handlers
+        ):
+            return frame.node
+    # the handler's Try has no "try" frame on the stack (we were not inside its body)
+    node = handler.node
+    for f in reversed(site.frames[:idx]):
+        for child in f.node.children:
+            if isinstance(child, cst.IndentedBlock):
+                for stmt in child.body:
+                    if isinstance(stmt, cst.Try) and node in stmt.handlers:
+                        return stmt
+    body: Sequence[cst.CSTNode] = site.function.node.body.body
+    for top in body:
+        if isinstance(top, cst.Try) and node in top.handlers:
+            return top
+    return None

@@ -1,0 +1,305 @@
+"""Values inside one function: which allocation sites reach an expression (flow), which
+storages an expression aliases (handles), which storages a condition looks at
+(mentions), and how an object relates to the call (locality)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from imlint.kinds import CONTAINER_CALLS, DERIVED_METHODS, FRESH_CALLS
+from imlint.names import (
+    TORCH_FACTORIES,
+    VIEW_ATTRIBUTES,
+    ImportMap,
+    expr_text,
+    string_value,
+)
+from imlint.semantic import FunctionModel
+from imlint.vocabulary import NON_TENSOR_METHODS
+from imlint.walk import walk
+
+
+def is_container(value: cst.BaseExpression, imports: ImportMap) -> bool:
+    """Whether an expression builds a dict or list (as opposed to a tensor)."""
+    if isinstance(value, (cst.Dict, cst.List, cst.DictComp, cst.ListComp)):
+        return True
+    if isinstance(value, cst.BinaryOperation):  # [None] * n
+        return isinstance(value.left, cst.List) or isinstance(value.right, cst.List)
+    if isinstance(value, cst.Call):
+        q = imports.qualify(value.func)
+        return q is not None and q in CONTAINER_CALLS
+    return False
+
+
+def is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def is_fresh(value: cst.BaseExpression, imports: ImportMap) -> bool:
+    """Whether an expression builds a new object that nothing else references."""
+    if isinstance(
+        value,
+        (
+            cst.Dict,
+            cst.List,
+            cst.Set,
+            cst.Tuple,
+            cst.ListComp,
+            cst.SetComp,
+            cst.DictComp,
+            cst.GeneratorExp,
+        ),
+    ):
+        return True
+    if isinstance(value, cst.Call):
+        q = imports.qualify(value.func)
+        if q is not None:
+            if q in FRESH_CALLS:
+                return True
+            last = q.rsplit(".", 1)[-1]
+            if isinstance(value.func, cst.Name) and (last[:1].isupper() or last == "cls"):
+                return True  # a constructor call: a new object
+            head, _, rest = q.partition(".")
+            if head == "torch" and rest in TORCH_FACTORIES:
+                return True
+        if isinstance(value.func, cst.Attribute) and value.func.attr.value in ("copy", "clone"):
+            return True
+    return False
+
+
+def _hands_on(value: cst.BaseExpression, name: str) -> bool:
+    """``convert(x, ...)``: a call handed the name it is assigned back to."""
+    return isinstance(value, cst.Call) and any(
+        isinstance(a.value, cst.Name) and a.value.value == name for a in value.args
+    )
+
+
+class FunctionAnalysis:
+    """Resolves value flow, aliases and mentions inside one function."""
+
+    def __init__(self, f: FunctionModel, model: ModuleIndex) -> None:
+        self.f = f
+        self.index = model
+
+    # -- locality
+
+    def root_kind(self, expr: cst.BaseExpression | None) -> str:
+        """How the object an expression names relates to this call.
+
+        ``local`` means created by this call; anything else may outlive it.
+        """
+        f = self.f
+        if expr is None:
+            return "other"
+        base = expr
+        while True:
+            text = expr_text(base, f.self_name)
+            if text in f.fresh_texts:
+                return "local"
+            if isinstance(base, (cst.Attribute, cst.Subscript)):
+                base = base.value
+                continue
+            break
+        if isinstance(base, cst.Name):
+            name = base.value
+            if name in f.globals:
+                return "global"
+            if f.self_name is not None and name == f.self_name:
+                return "self"
+            if name in f.star_params:
+                return "local"
+            if name in f.params:
+                return "param"
+            values = f.defs.get(name)
+            if values:
+                imports = self.index.imports
+                # ``x = Batch(...)`` then ``x = convert(x, ...)``: still this call's object.
+                if any(is_fresh(v, imports) for v in values) and all(
+                    is_fresh(v, imports) or _hands_on(v, name) for v in values
+                ):
+                    return "local"
+                return "alias"
+            if name in f.other_bound:
+                return "alias"
+            return "global" if f.parent is None else "closure"
+        return "call"
+
+    # -- value flow: which allocation sites reach an expression
+
+    def flow(self, expr: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> set[int]:
+        sites = self.index.site_ids
+        out: set[int] = set()
+        stack: list[cst.BaseExpression] = [expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, cst.Call):
+                sid = sites.get(id(e))
+                if sid is not None:
+                    out.add(sid)
+                if (
+                    isinstance(e.func, cst.Attribute)
+                    and e.func.attr.value not in NON_TENSOR_METHODS
+                ):
+                    stack.append(e.func.value)
+            elif isinstance(e, cst.Subscript):
+                stack.append(e.value)
+            elif isinstance(e, cst.Attribute):
+                if e.attr.value in VIEW_ATTRIBUTES:
+                    stack.append(e.value)
+            elif isinstance(e, cst.Name):
+                if e.value in seen or e.value in self.f.globals:
+                    continue
+                for v in self.f.defs.get(e.value, ()):
+                    out |= self.flow(v, seen | {e.value})
+            elif isinstance(e, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
+                stack.extend(el.value for el in e.elements)
+            elif isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
+                stack.append(e.elt)
+            elif isinstance(e, cst.DictComp):
+                stack.append(e.value)
+            elif isinstance(e, cst.IfExp):
+                stack.extend((e.body, e.orelse))
+            elif isinstance(e, cst.BooleanOperation):
+                stack.extend((e.left, e.right))
+            elif isinstance(e, (cst.NamedExpr, cst.StarredElement)):
+                stack.append(e.value)
+            elif isinstance(e, cst.BinaryOperation):
+                stack.extend(
+                    (e.left, e.right)
+                )  # ``1.0 / torch.tensor(...)``: a new tensor, same mode
+            elif isinstance(e, cst.UnaryOperation):
+                stack.append(e.expression)
+        return out
+
+    # -- handles: which storages an expression aliases
+
+    def tokens(self, expr: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> set[str]:
+        f = self.f
+        out: set[str] = set()
+        stack: list[cst.BaseExpression] = [expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, cst.Name):
+                name = e.value
+                if name in seen:
+                    continue
+                if f.is_local(name):
+                    for v in f.defs.get(name, ()):
+                        out |= self.tokens(v, seen | {name})
+                else:
+                    out.add("store:" + name)
+            elif isinstance(e, cst.Attribute):
+                out.add("store:" + expr_text(e, f.self_name))
+                if e.attr.value in VIEW_ATTRIBUTES:
+                    stack.append(e.value)
+            elif isinstance(e, cst.Subscript):
+                out.add("store:" + expr_text(e, f.self_name))
+                stack.append(e.value)
+            elif isinstance(e, cst.Call):
+                sid = self.index.site_ids.get(id(e))
+                if sid is not None:
+                    out.add(f"alloc:{sid}")
+                func = e.func
+                args = [a for a in e.args if a.star == ""]
+                if isinstance(func, cst.Attribute):
+                    method = func.attr.value
+                    rtext = expr_text(func.value, f.self_name)
+                    # ``self.m()`` calls the class's own ``m`` when it has one, whatever
+                    # its name (a getter called ``view`` or ``get`` is not the tensor's
+                    # or the dict's method).
+                    callee = (
+                        self.index.methods.get((id(f.cls), method))
+                        if f.self_name is not None and rtext == "self"
+                        else None
+                    )
+                    if callee is not None:
+                        out |= self.index.returned(callee)
+                    elif method in ("get", "setdefault", "__getitem__") and args:
+                        out.add(f"store:{rtext}[{expr_text(args[0].value, f.self_name)}]")
+                        if method == "setdefault" and len(args) > 1:
+                            stack.append(args[1].value)
+                    elif method in DERIVED_METHODS or method.endswith("_"):
+                        stack.append(func.value)
+                elif isinstance(func, cst.Name):
+                    if func.value == "getattr" and len(args) >= 2:
+                        attr = string_value(args[1].value)
+                        if attr:
+                            out.add(f"store:{expr_text(args[0].value, f.self_name)}.{attr}")
+                    elif func.value in self.index.functions and not f.is_local(func.value):
+                        out |= self.index.returned(self.index.functions[func.value])
+            elif isinstance(e, cst.IfExp):
+                stack.extend((e.body, e.orelse))
+            elif isinstance(e, cst.BooleanOperation):
+                stack.extend((e.left, e.right))
+            elif isinstance(e, cst.NamedExpr):
+                stack.append(e.value)
+        return out
+
+    # -- mentions: which storages a condition looks at
+
+    def mentions(self, expr: cst.CSTNode, seen: frozenset[str] = frozenset()) -> set[str]:
+        f = self.f
+        out: set[str] = set()
+        for n in walk(expr):
+            if isinstance(n, cst.Name):
+                name = n.value
+                out.add("self" if name == f.self_name else name)
+                if name not in seen and f.is_local(name):
+                    cached = f._mentions.get(name)
+                    if cached is None:
+                        acc: set[str] = set()
+                        for v in f.defs.get(name, ()):
+                            acc |= self.mentions(v, seen | {name})
+                        cached = frozenset(acc)
+                        if not seen:
+                            f._mentions[name] = cached
+                    out |= cached
+            elif isinstance(n, (cst.Attribute, cst.Subscript)):
+                out.add(expr_text(n, f.self_name))
+            elif isinstance(n, cst.Comparison):
+                left = n.left
+                for c in n.comparisons:  # ``k in d``: the entry ``d[k]``
+                    if isinstance(c.operator, (cst.In, cst.NotIn)):
+                        key = expr_text(left, f.self_name)
+                        out.add(f"{expr_text(c.comparator, f.self_name)}[{key}]")
+                    left = c.comparator
+            elif isinstance(n, cst.Call) and isinstance(n.func, cst.Name):
+                if n.func.value in ("hasattr", "getattr") and len(n.args) >= 2:
+                    attr = string_value(n.args[1].value)
+                    if attr:
+                        out.add(f"{expr_text(n.args[0].value, f.self_name)}.{attr}")
+            elif isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute):
+                if n.func.attr.value in ("get", "__contains__") and n.args:
+                    rtext = expr_text(n.func.value, f.self_name)
+                    out.add(f"{rtext}[{expr_text(n.args[0].value, f.self_name)}]")
+        return out
+
+
+@dataclass
+class ModuleIndex:
+    imports: ImportMap
+    site_ids: dict[int, int]  # id(call node) -> index in allocations
+    functions: dict[str, FunctionModel]  # module-level functions by name
+    methods: dict[tuple[int, str], FunctionModel]  # (id(class), name) -> method
+    container_texts: set[str]  # names/attributes assigned a dict or list anywhere
+    per_call_classes: frozenset[str] = frozenset()  # names of classes made per call
+    construction: frozenset[str] = frozenset()  # functions reached only from constructors
+    analyses: dict[int, FunctionAnalysis] = field(default_factory=dict)
+    _returned: dict[int, frozenset[str]] = field(default_factory=dict)
+
+    def returned(self, g: FunctionModel) -> frozenset[str]:
+        """Storage that calling ``g`` hands back: a getter's result aliases its cache."""
+        key = id(g)
+        known = self._returned.get(key)
+        if known is not None:
+            return known
+        self._returned[key] = frozenset()  # recursion guard
+        out: set[str] = {f"store:{g.qualname}()"} if g.cached else set()
+        ga = self.analyses[key]
+        for value in g.returns:
+            out |= ga.tokens(value)
+        result = frozenset(out)
+        self._returned[key] = result
+        return result

@@ -1,0 +1,119 @@
+"""IM005: a lazy persistent tensor, allocated unguarded, that nothing writes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from imlint.rule import Invalid, Report, Rule, Severity, Valid
+from imlint.semantic import ModuleModel
+
+from ._lazy import GUARD_ADVICE, is_unguarded_hazard, subject
+
+
+class LazyReadOnlyTensor(Rule):
+    """Lazily created persistent tensor, never written, created outside `inference_mode(False)`.
+
+    ## What it does
+    Flags the lazy persistent allocations of IM001, IM002 and IM003 (a cache miss, a
+    grow-only resize, a cached function, a get-or-create helper, an object built on
+    first use) when nothing writes the tensor after it is created: no torch in-place
+    write and no kernel is handed it. Typical: cos/sin tables, index and pointer tables,
+    masks, constants kept per device. These were IM002 before the write tiers; they
+    stay on by default (a warning) so that no hazard a CI gate reported goes quiet:
+    `ignore = ["IM005"]` turns them off for a server that never runs autograd.
+
+    ## Why is this bad?
+    If the first call runs under `torch.inference_mode()`, the cached tensor is an
+    inference tensor for as long as the cache lives. Serving code that only reads it
+    never notices. Code that uses it with autograd later (a training or fine-tuning
+    step, a gradient check, `torch.func`) fails with `RuntimeError: Inference tensors
+    cannot be saved for backward`, far from where the tensor was made. flash-attention's
+    rotary cos/sin cache hit this and was fixed upstream by rebuilding the cache when
+    it `is_inference()`. A server that never runs autograd cannot hit it.
+
+    ## Fix safety
+    The fix wraps the statement that allocates in `with torch.inference_mode(False):`,
+    as for IM001: safe for a factory call; see IM001 for statements that compute from
+    other tensors.
+
+    ## Options
+    `extra-allocators`, `extra-guards`, `extra-cache-decorators` in `[tool.imlint]`.
+    """
+
+    code = "IM005"
+    name = "lazy-readonly-tensor"
+    severity = Severity.WARNING
+
+    VALID = [
+        Valid(
+            """
+            import functools
+            import torch
+
+            @functools.lru_cache(maxsize=8)
+            def positions(n, device):
+                with torch.inference_mode(False):
+                    return torch.arange(n, device=device)
+            """
+        ),
+        Valid(
+            """
+            import torch
+
+            _TABLES = {}
+
+            def table(n):
+                t = _TABLES.get(n)
+                if t is None:
+                    t = torch.arange(n)
+                    _TABLES[n] = t
+                t.zero_()
+                return t
+            """
+        ),
+    ]
+    INVALID = [
+        Invalid(
+            """
+            import functools
+            import torch
+
+            @functools.lru_cache(maxsize=8)
+            def positions(n, device):
+                return torch.arange(n, device=device)
+            """,
+            line=6,
+            fixed="""
+            import functools
+            import torch
+
+            @functools.lru_cache(maxsize=8)
+            def positions(n, device):
+                with torch.inference_mode(False):
+                    return torch.arange(n, device=device)
+            """,
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Rotary:
+                def cos_sin(self, n, device):
+                    if self._cos is None or self._cos.shape[0] < n:
+                        t = torch.arange(n, device=device, dtype=torch.float32)
+                        self._cos = torch.cos(t)
+                    return self._cos[:n]
+            """,
+            line=7,
+        ),
+    ]
+
+    def check(self, model: ModuleModel) -> Iterator[Report]:
+        for site in model.sites:
+            if is_unguarded_hazard(site) and not site.writes:
+                via = f" ({site.chain})" if site.chain is not None else ""
+                yield Report(
+                    site,
+                    f"{subject(site)}{via} and never written in place: an inference "
+                    "tensor fails when it is later used with autograd; " + GUARD_ADVICE,
+                )
