@@ -1,0 +1,868 @@
+"""Precision, recall and severity accuracy of `imlint check` against hand labels.
+
+    python benchmarks/bench_accuracy.py [--trees a,b] [--verbose] [--json FILE] [--no-fail]
+    python benchmarks/bench_accuracy.py --download [--trees a,b]
+    python benchmarks/bench_accuracy.py --sample N --seed S [--exclude-labelled] [--out FILE]
+
+Runs `imlint check --output-format json --exit-zero --no-cache` on the unpacked public
+wheels of sglang 0.5.23, vllm 0.33.0 and lmdeploy 0.18.0 (downloaded at run time into the
+ignored .cache/src/ folder; `--download` only fetches them) and scores the findings with
+the labels in benchmarks/accuracy/ (see LABELLING.md):
+
+- labels/*.jsonl: labelled findings, matched to findings by tree, path, function and
+  statement (whitespace collapsed). Prints how many are still reported, precision
+  TP/(TP+FP) over the matched ones with a Wilson 95% interval (unsure left out), and
+  severity accuracy over matched TPs (the finding's tier equals the label's expected);
+- known/*.jsonl: known positives found by reading the trees. One is found when a finding
+  in the same file and function has the same statement or a line within 2 of it.
+  Prints recall with a Wilson 95% interval and severity accuracy over found ones;
+- findings with no label, by code.
+
+Regressions (exit 1 unless --no-fail): a labelled TP no longer reported, a labelled FP
+reported, a failed seed check. The seed check runs on sglang 0.5.18: the page-split
+buffer in `_split_kv_pages_to_64` (flash_mla_sm120.py) must be an IM002 at line 403 and
+the int8 mask allocated there under `inference_mode(False)` must not be reported.
+
+`--sample N` draws a seeded random sample of N findings per tree (default sglang and
+vllm; `--exclude-labelled` leaves out findings that have a label) as JSON lines, to be
+labelled for an unbiased precision estimate; nothing is scored then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import math
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+from wheels import CACHE, wheel_sources  # noqa: E402
+
+ACCURACY = REPO / "benchmarks" / "accuracy"
+SEED_TREE = "sglang-0.5.18"
+# tree name -> (distribution, version, top-level package folder)
+TREES: dict[str, tuple[str, str, str]] = {
+    "sglang-0.5.23": ("sglang", "0.5.23", "sglang"),
+    "vllm-0.33.0": ("vllm", "0.33.0", "vllm"),
+    "lmdeploy-0.18.0": ("lmdeploy", "0.18.0", "lmdeploy"),
+    SEED_TREE: ("sglang", "0.5.18", "sglang"),
+}
+SCORED = ("sglang-0.5.23", "vllm-0.33.0", "lmdeploy-0.18.0")
+SAMPLED = ("sglang-0.5.23", "vllm-0.33.0")
+ALIASES = {"sglang": "sglang-0.5.23", "vllm": "vllm-0.33.0", "lmdeploy": "lmdeploy-0.18.0"}
+VERDICTS = {"tp": "TP", "fp": "FP", "unsure": "unsure"}
+IM003_BY_CATEGORY = {"torch-write": "error", "kernel-write": "warning"}
+SEED_FILE = "flash_mla_sm120.py"
+SEED_FUNCTION = "_split_kv_pages_to_64"
+SEED_LINE = 403
+NEAR = 2  # lines either side of a known positive's line that still count as found
+
+Key = tuple[str, str, str, str]  # tree, path, function, statement (whitespace collapsed)
+
+
+def warn(message: str) -> None:
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def collapse(text: str) -> str:
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True)
+class Finding:
+    tree: str
+    path: str
+    line: int
+    col: int
+    code: str
+    severity: str
+    message: str
+    function: str
+    statement: str
+
+    @property
+    def key(self) -> Key:
+        return (self.tree, self.path, self.function, collapse(self.statement))
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "tree": self.tree,
+            "path": self.path,
+            "line": self.line,
+            "code": self.code,
+            "severity": self.severity,
+            "message": self.message,
+            "function": self.function,
+            "statement": self.statement,
+        }
+
+
+@dataclass(frozen=True)
+class Label:
+    tree: str
+    path: str
+    function: str
+    statement: str
+    verdict: str  # TP, FP or unsure
+    category: str
+    expected: str
+    reason: str
+    source: str  # file:line it was read from
+
+    @property
+    def key(self) -> Key:
+        return (self.tree, self.path, self.function, collapse(self.statement))
+
+
+@dataclass(frozen=True)
+class Known:
+    tree: str
+    path: str
+    line: int
+    function: str
+    statement: str
+    category: str
+    expected: str
+    source: str
+
+
+@dataclass
+class ImlintRun:
+    findings: list[Finding]
+    errors: list[str]
+    seconds: float
+
+
+@dataclass
+class TreeScore:
+    findings: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    by_code: Counter[str] = field(default_factory=Counter)
+    unlabelled_by_code: Counter[str] = field(default_factory=Counter)
+    labelled: int = 0
+    reported: int = 0
+    tp: int = 0
+    fp: int = 0
+    unsure: int = 0
+    tier_ok: int = 0
+    tier_total: int = 0
+    known: int = 0
+    found: int = 0
+    known_tier_ok: int = 0
+    known_tier_total: int = 0
+    lost_tps: list[Label] = field(default_factory=list)
+    reported_fps: list[Label] = field(default_factory=list)
+    tier_misses: list[tuple[Label | Known, list[Finding]]] = field(default_factory=list)
+    missed: list[Known] = field(default_factory=list)
+
+    def add(self, other: TreeScore) -> None:
+        for name in (
+            "findings",
+            "errors",
+            "seconds",
+            "labelled",
+            "reported",
+            "tp",
+            "fp",
+            "unsure",
+            "tier_ok",
+            "tier_total",
+            "known",
+            "found",
+            "known_tier_ok",
+            "known_tier_total",
+        ):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.by_code.update(other.by_code)
+        self.unlabelled_by_code.update(other.unlabelled_by_code)
+        self.lost_tps += other.lost_tps
+        self.reported_fps += other.reported_fps
+        self.tier_misses += other.tier_misses
+        self.missed += other.missed
+
+
+# ---------------------------------------------------------------------------- statistics
+
+
+def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
+    """Wilson score interval of a binomial proportion (None when n is 0)."""
+    if n == 0:
+        return None
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def ratio(successes: int, n: int) -> float | None:
+    return successes / n if n else None
+
+
+# ------------------------------------------------------------------------------ the trees
+
+
+def tree_dir(tree: str) -> Path:
+    return CACHE / "src" / tree
+
+
+def ensure_tree(tree: str) -> Path:
+    """The folder holding the tree's package, downloading the wheel when it is missing."""
+    package, version, top = TREES[tree]
+    if not (tree_dir(tree) / top).is_dir():
+        print(f"fetching {package}=={version} into {tree_dir(tree)} ...", file=sys.stderr)
+    return wheel_sources(package, version, top)
+
+
+def parse_trees(value: str | None, default: Iterable[str]) -> list[str]:
+    if value is None:
+        return list(default)
+    out: list[str] = []
+    for name in (n.strip() for n in value.split(",")):
+        if not name:
+            continue
+        name = ALIASES.get(name, name)
+        if name not in TREES:
+            raise SystemExit(f"unknown tree {name!r}; known: {', '.join(TREES)}")
+        if name not in out:
+            out.append(name)
+    return out
+
+
+# ------------------------------------------------------------------------------- imlint
+
+
+def imlint_command() -> list[str]:
+    """`python -m imlint` when the package is runnable that way, else the console script."""
+    if (REPO / "imlint" / "__main__.py").is_file():
+        return [sys.executable, "-m", "imlint"]
+    beside = Path(sys.executable).parent / "imlint"
+    if beside.is_file():
+        return [str(beside)]
+    found = shutil.which("imlint")
+    if found is None:
+        raise SystemExit("imlint is not installed (pip install -e .)")
+    return [found]
+
+
+def relative_path(raw: str, root: Path) -> str:
+    """A finding's path relative to the tree folder (it starts with the package name)."""
+    path = Path(raw)
+    if not path.is_absolute():
+        path = REPO / path  # imlint runs in REPO and prints paths as it was given them
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        warn(f"finding outside its tree: {raw}")
+        return Path(raw).as_posix()
+
+
+def run_imlint(tree: str, jobs: int | None, extend_select: str | None = None) -> ImlintRun:
+    root = tree_dir(tree)
+    top = TREES[tree][2]
+    target = root / top
+    if target.is_relative_to(REPO):
+        target = target.relative_to(REPO)
+    cmd = [
+        *imlint_command(),
+        "check",
+        "--output-format",
+        "json",
+        "--exit-zero",
+        "--no-cache",
+        str(target),
+    ]
+    if jobs is not None:
+        cmd += ["-j", str(jobs)]
+    if extend_select:
+        cmd += ["--extend-select", extend_select]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    try:
+        raw = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-10:])
+        raise SystemExit(
+            f"{' '.join(cmd)} exited {proc.returncode} without JSON findings:\n{tail}"
+        ) from None
+    if not isinstance(raw, list):
+        raise SystemExit(f"{' '.join(cmd)}: expected a JSON list of findings")
+    errors = [line for line in proc.stderr.splitlines() if ": error:" in line]
+    if proc.returncode not in (0, 1) or errors:
+        warn(
+            f"imlint exited {proc.returncode} on {tree} with {len(errors)} errors"
+            + (f"; first: {errors[0]}" if errors else "")
+        )
+    findings = []
+    for item in raw:
+        raw_path = item.get("path", item.get("filename"))
+        if not isinstance(raw_path, str):
+            warn(f"finding without a path on {tree}: {item}")
+            continue
+        findings.append(
+            Finding(
+                tree=tree,
+                path=relative_path(raw_path, root),
+                line=int(item.get("line") or 0),
+                col=int(item.get("col") or 0),
+                code=str(item.get("code", "")),
+                severity=str(item.get("severity", "")),
+                message=str(item.get("message", "")),
+                function=str(item.get("function") or ""),
+                statement=str(item.get("statement") or ""),
+            )
+        )
+    findings.sort(key=lambda f: (f.path, f.line, f.col, f.code))
+    return ImlintRun(findings, errors, seconds)
+
+
+# ------------------------------------------------------------------------------- labels
+
+
+def jsonl_records(files: Iterable[Path], required: tuple[str, ...]) -> Iterator[tuple[str, dict]]:
+    """(file:line, object) of each well-formed line; others are skipped with a warning."""
+    for file in files:
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            warn(f"{file}: skipped: {exc}")
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            where = f"{file.relative_to(REPO) if file.is_relative_to(REPO) else file}:{number}"
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                warn(f"{where}: skipped malformed line: {exc}")
+                continue
+            if not isinstance(obj, dict):
+                warn(f"{where}: skipped: not a JSON object")
+                continue
+            missing = [k for k in required if not isinstance(obj.get(k), str | int)]
+            if missing:
+                warn(f"{where}: skipped: missing {', '.join(missing)}")
+                continue
+            yield where, obj
+
+
+def load_labels(trees: Iterable[str], folder: str = "labels") -> dict[Key, Label]:
+    wanted = set(trees)
+    labels: dict[Key, Label] = {}
+    files = sorted((ACCURACY / folder).glob("*.jsonl"))
+    for where, obj in jsonl_records(files, ("tree", "path", "function", "statement", "verdict")):
+        verdict = VERDICTS.get(str(obj["verdict"]).strip().lower())
+        if verdict is None:
+            warn(f"{where}: skipped: verdict {obj['verdict']!r} is not TP, FP or unsure")
+            continue
+        if obj["tree"] not in wanted:
+            continue
+        label = Label(
+            tree=str(obj["tree"]),
+            path=str(obj["path"]),
+            function=str(obj["function"]),
+            statement=str(obj["statement"]),
+            verdict=verdict,
+            category=str(obj.get("category", "")),
+            expected=str(obj.get("expected", "")),
+            reason=str(obj.get("reason", "")),
+            source=where,
+        )
+        earlier = labels.get(label.key)
+        if earlier is not None:
+            if earlier.verdict != label.verdict:
+                warn(
+                    f"{where}: {label.verdict} conflicts with {earlier.verdict} at "
+                    f"{earlier.source}; keeping the first"
+                )
+            continue
+        labels[label.key] = label
+    return labels
+
+
+def load_known(trees: Iterable[str]) -> list[Known]:
+    wanted = set(trees)
+    files = sorted((ACCURACY / "known").glob("*.jsonl"))
+    legacy = ACCURACY / "known_positives.jsonl"
+    if legacy.is_file():
+        files.append(legacy)
+    seen: set[tuple[str, str, int, str, str]] = set()
+    out: list[Known] = []
+    for where, obj in jsonl_records(files, ("tree", "path", "line", "function", "statement")):
+        if obj["tree"] not in wanted:
+            continue
+        try:
+            line = int(obj["line"])
+        except ValueError:
+            warn(f"{where}: skipped: line {obj['line']!r} is not a number")
+            continue
+        known = Known(
+            tree=str(obj["tree"]),
+            path=str(obj["path"]),
+            line=line,
+            function=str(obj["function"]),
+            statement=str(obj["statement"]),
+            category=str(obj.get("category", "")),
+            expected=str(obj.get("expected", "")),
+            source=where,
+        )
+        ident = (known.tree, known.path, known.line, known.function, collapse(known.statement))
+        if ident not in seen:
+            seen.add(ident)
+            out.append(known)
+    return out
+
+
+# ------------------------------------------------------------------------------ scoring
+
+
+def expected_tier(expected: str, category: str) -> tuple[str, str | None] | None:
+    """(code, severity or None) a TP should be reported with; None when unknown."""
+    words = re.sub(r"[-_/]", " ", expected).split()
+    if not words or not re.fullmatch(r"IM\d{3}", words[0].upper()):
+        return None
+    code = words[0].upper()
+    if code != "IM003":
+        return code, None
+    severity = words[1].lower() if len(words) > 1 else IM003_BY_CATEGORY.get(category)
+    if severity not in ("error", "warning"):
+        return None
+    return code, severity
+
+
+def tier_matches(tier: tuple[str, str | None], finding: Finding) -> bool:
+    code, severity = tier
+    return finding.code == code and (severity is None or finding.severity == severity)
+
+
+def tier_of(finding: Finding) -> str:
+    return f"{finding.code} {finding.severity}" if finding.code == "IM003" else finding.code
+
+
+def score_tree(
+    tree: str, findings: list[Finding], labels: dict[Key, Label], known: list[Known]
+) -> TreeScore:
+    score = TreeScore(findings=len(findings))
+    by_key: dict[Key, list[Finding]] = {}
+    by_place: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        by_key.setdefault(f.key, []).append(f)
+        by_place.setdefault((f.path, f.function), []).append(f)
+        score.by_code[f.code] += 1
+        if f.key not in labels:
+            score.unlabelled_by_code[f.code] += 1
+
+    for label in labels.values():
+        if label.tree != tree:
+            continue
+        score.labelled += 1
+        matched = by_key.get(label.key, [])
+        if matched:
+            score.reported += 1
+        if label.verdict == "TP":
+            if not matched:
+                score.lost_tps.append(label)
+                continue
+            score.tp += 1
+            tier = expected_tier(label.expected, label.category)
+            if tier is None:
+                warn(f"{label.source}: expected {label.expected!r} is not a code; tier not scored")
+                continue
+            score.tier_total += 1
+            if any(tier_matches(tier, f) for f in matched):
+                score.tier_ok += 1
+            else:
+                score.tier_misses.append((label, matched))
+        elif label.verdict == "FP":
+            if matched:
+                score.fp += 1
+                score.reported_fps.append(label)
+        elif matched:
+            score.unsure += 1
+
+    for kp in known:
+        if kp.tree != tree:
+            continue
+        score.known += 1
+        statement = collapse(kp.statement)
+        hits = [
+            f
+            for f in by_place.get((kp.path, kp.function), [])
+            if collapse(f.statement) == statement or abs(f.line - kp.line) <= NEAR
+        ]
+        if not hits:
+            score.missed.append(kp)
+            continue
+        score.found += 1
+        tier = expected_tier(kp.expected, kp.category)
+        if tier is None:
+            warn(f"{kp.source}: expected {kp.expected!r} is not a code; tier not scored")
+            continue
+        score.known_tier_total += 1
+        if any(tier_matches(tier, f) for f in hits):
+            score.known_tier_ok += 1
+        else:
+            score.tier_misses.append((kp, hits))
+    return score
+
+
+# --------------------------------------------------------------------------- seed check
+
+
+def statement_span(node: ast.AST, line: int) -> tuple[int, int]:
+    """Lines of the simple statement (not a block) that covers ``line``."""
+    for child in ast.walk(node):
+        if isinstance(child, ast.stmt) and not hasattr(child, "body"):
+            end = child.end_lineno or child.lineno
+            if child.lineno <= line <= end:
+                return child.lineno, end
+    return line, line
+
+
+def seed_checks(findings: list[Finding]) -> list[tuple[str, bool, str]]:
+    """(check, passed, detail) for the sglang 0.5.18 seed."""
+    root = tree_dir(SEED_TREE)
+    candidates = sorted(root.rglob(SEED_FILE))
+    if not candidates:
+        return [(f"{SEED_FILE} present in {SEED_TREE}", False, "file not found")]
+    file = candidates[0]
+    rel = file.relative_to(root).as_posix()
+    here = [f for f in findings if f.path == rel]
+    checks: list[tuple[str, bool, str]] = []
+
+    at_line = [f for f in here if f.line == SEED_LINE]
+    ok = any(f.code == "IM002" for f in at_line)
+    detail = ", ".join(f"{tier_of(f)} at {f.line}" for f in here) or "no findings in the file"
+    checks.append((f"{rel}:{SEED_LINE} split buffer reported as IM002", ok, detail))
+
+    name = f"{rel} guarded int8 mask not reported"
+    text = file.read_text(encoding="utf-8")
+    try:
+        module = ast.parse(text)
+    except SyntaxError as exc:
+        return [*checks, (name, False, f"cannot parse: {exc}")]
+    func = next(
+        (
+            n
+            for n in ast.walk(module)
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == SEED_FUNCTION
+        ),
+        None,
+    )
+    if func is None:
+        return [*checks, (name, False, f"no function {SEED_FUNCTION}")]
+    lines = text.splitlines()
+    first, last = func.lineno, func.end_lineno or func.lineno
+    guard = next(
+        (n for n in range(first, last + 1) if "inference_mode(False)" in lines[n - 1]), None
+    )
+    mask = (
+        next((n for n in range(guard + 1, last + 1) if "torch.int8" in lines[n - 1]), None)
+        if guard is not None
+        else None
+    )
+    if mask is None:
+        return [*checks, (name, False, "no torch.int8 line after inference_mode(False)")]
+    start, end = statement_span(func, mask)
+    on_mask = [f for f in here if start <= f.line <= end]
+    detail = f"line {start}" + (f"-{end}" if end != start else "")
+    if on_mask:
+        detail += ": " + ", ".join(f"{tier_of(f)} at {f.line}" for f in on_mask)
+    checks.append((name, not on_mask, detail))
+    return checks
+
+
+# ------------------------------------------------------------------------------- output
+
+
+def fmt_ratio(successes: int, n: int) -> str:
+    r = ratio(successes, n)
+    return f"{r:.3f}" if r is not None else "-"
+
+
+def fmt_ci(successes: int, n: int) -> str:
+    ci = wilson(successes, n)
+    return f"[{ci[0]:.2f}, {ci[1]:.2f}]" if ci is not None else "-"
+
+
+def print_table(header: list[str], rows: list[list[str]], text_columns: int = 0) -> None:
+    """Columns padded to their widest cell: numbers right-aligned; the first column and the
+    last ``text_columns`` left-aligned."""
+    width = len(header)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(width)]
+    for row in [header, *rows]:
+        cells = [
+            cell.ljust(w) if i == 0 or i >= width - text_columns else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        print("  ".join(cells).rstrip())
+
+
+def fmt_counts(counts: Counter[str]) -> str:
+    return ", ".join(f"{code} {n}" for code, n in sorted(counts.items())) or "-"
+
+
+def describe_label(label: Label) -> str:
+    return (
+        f"{label.tree} {label.path} {label.function}: {collapse(label.statement)}"
+        f"  ({label.verdict} {label.category}, expected {label.expected})"
+    )
+
+
+def describe_known(kp: Known) -> str:
+    return (
+        f"{kp.tree} {kp.path}:{kp.line} {kp.function}: {collapse(kp.statement)}"
+        f"  (expected {kp.expected})"
+    )
+
+
+def print_report(scores: dict[str, TreeScore], total: TreeScore, verbose: bool) -> None:
+    rows = [*scores.items(), ("overall", total)] if len(scores) > 1 else list(scores.items())
+    print()
+    print_table(
+        ["tree", "findings", "errors", "wall s", "unlabelled", "by code", "unlabelled by code"],
+        [
+            [
+                name,
+                str(s.findings),
+                str(s.errors),
+                f"{s.seconds:.1f}",
+                str(sum(s.unlabelled_by_code.values())),
+                fmt_counts(s.by_code),
+                fmt_counts(s.unlabelled_by_code),
+            ]
+            for name, s in rows
+        ],
+        text_columns=2,
+    )
+    print()
+    print_table(
+        ["labelled", "reported", "TP", "FP", "unsure", "precision", "95% CI", "severity ok", ""],
+        [
+            [
+                name,
+                f"{s.reported}/{s.labelled}",
+                str(s.tp),
+                str(s.fp),
+                str(s.unsure),
+                fmt_ratio(s.tp, s.tp + s.fp),
+                fmt_ci(s.tp, s.tp + s.fp),
+                f"{s.tier_ok}/{s.tier_total}",
+                fmt_ratio(s.tier_ok, s.tier_total),
+            ]
+            for name, s in rows
+        ],
+    )
+    print()
+    print_table(
+        ["known positives", "found", "recall", "95% CI", "severity ok", ""],
+        [
+            [
+                name,
+                f"{s.found}/{s.known}",
+                fmt_ratio(s.found, s.known),
+                fmt_ci(s.found, s.known),
+                f"{s.known_tier_ok}/{s.known_tier_total}",
+                fmt_ratio(s.known_tier_ok, s.known_tier_total),
+            ]
+            for name, s in rows
+        ],
+    )
+    if verbose:
+        print()
+        print(f"missed known positives ({len(total.missed)}):")
+        for kp in total.missed:
+            print(f"  {describe_known(kp)}")
+        print(f"severity mismatches ({len(total.tier_misses)}):")
+        for item, got in total.tier_misses:
+            text = describe_label(item) if isinstance(item, Label) else describe_known(item)
+            print(f"  {text}; reported {', '.join(tier_of(f) for f in got)}")
+
+
+def score_json(s: TreeScore) -> dict[str, Any]:
+    def interval(k: int, n: int) -> list[float] | None:
+        ci = wilson(k, n)
+        return [round(ci[0], 4), round(ci[1], 4)] if ci is not None else None
+
+    return {
+        "findings": s.findings,
+        "errors": s.errors,
+        "seconds": round(s.seconds, 2),
+        "by_code": dict(sorted(s.by_code.items())),
+        "unlabelled": sum(s.unlabelled_by_code.values()),
+        "unlabelled_by_code": dict(sorted(s.unlabelled_by_code.items())),
+        "labelled": s.labelled,
+        "labelled_reported": s.reported,
+        "tp": s.tp,
+        "fp": s.fp,
+        "unsure": s.unsure,
+        "precision": ratio(s.tp, s.tp + s.fp),
+        "precision_ci95": interval(s.tp, s.tp + s.fp),
+        "severity_ok": s.tier_ok,
+        "severity_scored": s.tier_total,
+        "severity_accuracy": ratio(s.tier_ok, s.tier_total),
+        "known": s.known,
+        "known_found": s.found,
+        "recall": ratio(s.found, s.known),
+        "recall_ci95": interval(s.found, s.known),
+        "known_severity_ok": s.known_tier_ok,
+        "known_severity_scored": s.known_tier_total,
+        "known_severity_accuracy": ratio(s.known_tier_ok, s.known_tier_total),
+        "missed_known": [
+            {"path": k.path, "line": k.line, "function": k.function, "expected": k.expected}
+            for k in s.missed
+        ],
+    }
+
+
+# --------------------------------------------------------------------------------- modes
+
+
+def sample_mode(args: argparse.Namespace, trees: list[str]) -> int:
+    labels = load_labels(trees) if args.exclude_labelled else {}
+    records: list[dict[str, Any]] = []
+    for tree in trees:
+        ensure_tree(tree)
+        run = run_imlint(tree, args.jobs, args.extend_select)
+        pool: list[Finding] = []
+        seen: set[Key] = set()
+        for f in run.findings:  # one finding per key: a label covers them all
+            if f.key in seen or (args.exclude_labelled and f.key in labels):
+                continue
+            seen.add(f.key)
+            pool.append(f)
+        rng = random.Random(f"{args.seed}:{tree}")
+        picked = rng.sample(pool, min(args.sample, len(pool)))
+        picked.sort(key=lambda f: (f.path, f.line, f.col))
+        records += [f.record() for f in picked]
+        print(
+            f"{tree}: {len(picked)} of {len(pool)} findings"
+            f"{' without a label' if args.exclude_labelled else ''} (seed {args.seed})",
+            file=sys.stderr,
+        )
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    if args.out in (None, "-"):
+        sys.stdout.write(text)
+    else:
+        Path(args.out).write_text(text, encoding="utf-8")
+        print(f"wrote {len(records)} findings to {args.out}", file=sys.stderr)
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--trees",
+        metavar="A,B",
+        help=f"trees to run (default: all; aliases {', '.join(ALIASES)}): {', '.join(TREES)}",
+    )
+    ap.add_argument("--download", action="store_true", help="fetch the trees and exit")
+    ap.add_argument("-v", "--verbose", action="store_true", help="list misses and mismatches")
+    ap.add_argument("--json", metavar="FILE", help="also write the numbers as JSON to FILE")
+    ap.add_argument("--no-fail", action="store_true", help="exit 0 even on regressions")
+    ap.add_argument(
+        "--labels",
+        default="labels",
+        metavar="FOLDER",
+        help="label folder under benchmarks/accuracy/ (default labels: the tuning corpus; "
+        "fresh: the fresh seeded sample, scored apart)",
+    )
+    ap.add_argument("-j", "--jobs", type=int, help="passed to imlint (default: its own)")
+    ap.add_argument(
+        "--extend-select",
+        metavar="CODES",
+        default="IM005",
+        help="passed to imlint (default IM005: the read-only tier is labelled too; '' for none)",
+    )
+    ap.add_argument("--sample", type=int, metavar="N", help="write N random findings per tree")
+    ap.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
+    ap.add_argument(
+        "--exclude-labelled", action="store_true", help="--sample: leave out labelled findings"
+    )
+    ap.add_argument("--out", metavar="FILE", help="--sample: JSON lines file (default stdout)")
+    args = ap.parse_args()
+
+    if args.download:
+        for tree in parse_trees(args.trees, TREES):
+            print(f"{tree}: {ensure_tree(tree) / TREES[tree][2]}")
+        return 0
+    if args.sample is not None:
+        if args.sample < 0:
+            raise SystemExit("--sample must be >= 0")
+        return sample_mode(args, parse_trees(args.trees, SAMPLED))
+
+    trees = parse_trees(args.trees, TREES)
+    scored = [t for t in trees if t != SEED_TREE]
+    labels = load_labels(scored, args.labels)
+    known = load_known(scored)
+    scores: dict[str, TreeScore] = {}
+    checks: list[tuple[str, bool, str]] = []
+    for tree in trees:
+        root = ensure_tree(tree)
+        files = sum(1 for _ in (root / TREES[tree][2]).rglob("*.py"))
+        run = run_imlint(tree, args.jobs, args.extend_select)
+        print(
+            f"{tree}: {files} files, {len(run.findings)} findings, "
+            f"{len(run.errors)} errors, {run.seconds:.1f} s"
+        )
+        if tree == SEED_TREE:
+            checks = seed_checks(run.findings)
+            continue
+        score = score_tree(tree, run.findings, labels, known)
+        score.errors, score.seconds = len(run.errors), run.seconds
+        scores[tree] = score
+
+    total = TreeScore()
+    for s in scores.values():
+        total.add(s)
+    if scores:
+        print_report(scores, total, args.verbose)
+
+    print()
+    print(f"labelled TPs no longer reported ({len(total.lost_tps)}):")
+    for label in total.lost_tps:
+        print(f"  {describe_label(label)}")
+    print(f"labelled FPs reported ({len(total.reported_fps)}):")
+    for label in total.reported_fps:
+        print(f"  {describe_label(label)}")
+    if SEED_TREE in trees:
+        print(f"seed checks ({SEED_TREE}):")
+        for name, ok, detail in checks:
+            print(f"  {'PASS' if ok else 'FAIL'}  {name}  [{detail}]")
+    else:
+        print(f"seed checks: skipped ({SEED_TREE} not in --trees)")
+    failed_checks = sum(1 for _, ok, _ in checks if not ok)
+    regressions = len(total.lost_tps) + len(total.reported_fps) + failed_checks
+    print(f"regressions: {regressions}" + (" (--no-fail)" if regressions and args.no_fail else ""))
+
+    if args.json:
+        report = {
+            "trees": {name: score_json(s) for name, s in scores.items()},
+            "overall": score_json(total),
+            "lost_tps": [describe_label(label) for label in total.lost_tps],
+            "reported_fps": [describe_label(label) for label in total.reported_fps],
+            "seed_checks": [{"check": n, "passed": ok, "detail": d} for n, ok, d in checks],
+            "regressions": regressions,
+        }
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 1 if regressions and not args.no_fail else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
