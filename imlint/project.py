@@ -42,7 +42,7 @@ from imlint.vocabulary import (
 from imlint.writes import param_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 4
+SUMMARY_VERSION = 5
 
 #: Calls whose result holds their first argument (a tensor kept by a module).
 _WRAPPERS = frozenset(
@@ -538,9 +538,9 @@ class _Summarizer(_FastVisitor):
                 scope.pwrites.add((root, "kernel" if outside else "torch"))
         if scope.kernel and q.startswith("triton.language.") and node.args:
             if q.rsplit(".", 1)[-1] in _TRITON_STORES:
-                for n in ast.walk(node.args[0]):
-                    if isinstance(n, ast.Name) and n.id in scope.params:
-                        scope.pwrites.add((n.id, "kernel"))
+                for name in self._names_from(node.args[0], scope):
+                    if name in scope.params:
+                        scope.pwrites.add((name, "kernel"))
             return
         if torch_op:
             first = _handle_root(node.args[0]) if node.args else None
@@ -692,6 +692,18 @@ class _Summarizer(_FastVisitor):
                 stack.append(e.operand)
             elif isinstance(e, (ast.Subscript, ast.Starred, ast.NamedExpr)):
                 stack.append(e.value)
+        return out
+
+    def _names_from(self, expr: ast.expr, scope: _Scope) -> set[str]:
+        """The names an expression is computed from, through local assignments
+        (``ptrs = out_ptr + offs; tl.store(ptrs, x)`` reads ``out_ptr``)."""
+        out: set[str] = set()
+        stack = [expr]
+        while stack:
+            for n in ast.walk(stack.pop()):
+                if isinstance(n, ast.Name) and n.id not in out:
+                    out.add(n.id)
+                    stack.extend(scope.assigned.get(n.id, ()))
         return out
 
     def _made(self, expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) -> set[str]:
