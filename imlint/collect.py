@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import libcst as cst
 
-from imlint.kinds import CONTAINER_METHODS, DERIVED_METHODS, external_writer
+from imlint.kinds import CONTAINER_METHODS, DERIVED_METHODS
 from imlint.names import (
     INFERENCE_MODE_NAMES,
     TENSOR_NEW_METHODS,
@@ -509,7 +509,10 @@ class Collector(cst.CSTVisitor):
         found = self._allocator(node)
         if found is not None:
             allocator, chain, object_result = found
-            self._add_site(node, allocator, chain, object_result)
+            site = self._add_site(node, allocator, chain, object_result)
+            if object_result and self.facts.object_writes:
+                key = self.call_key(node.func)
+                site.object_writes = self.facts.object_writes.get(key) if key else None
         elif self.facts.helpers:
             self._helper_site(node, f)
         func = node.func
@@ -586,6 +589,8 @@ class Collector(cst.CSTVisitor):
                     first = node.args[0].value  # ``torch.index_put_(x, ...)``
                     self._write(first, f"{q}({expr_text(first, f.self_name)}, ...)", at=node)
                 return
+        if not torch_op:
+            self._raw_pointers(node, f)
         written = self._handed_writes(callee, launch, q)
         if not written:
             return
@@ -602,6 +607,20 @@ class Collector(cst.CSTVisitor):
                 if how is not None:
                     text = f"{expr_text(func, f.self_name)}({arg.keyword.value}=...)"
                     self._write(arg.value, text, at=node, kind=how)
+
+    def _raw_pointers(self, node: cst.Call, f: FunctionModel) -> None:
+        """``op(buf.data_ptr(), n)``: code handed a raw pointer may write through it,
+        from a kernel, out of the dispatcher's sight."""
+        for arg in node.args:
+            v = arg.value
+            if (
+                isinstance(v, cst.Call)
+                and isinstance(v.func, cst.Attribute)
+                and v.func.attr.value == "data_ptr"
+                and _is_handle(v.func.value)
+            ):
+                text = f"{expr_text(node.func, f.self_name)}(..., {expr_text(v, f.self_name)})"
+                self._write(v.func.value, text, at=node, kind=KERNEL_WRITE)
 
     def _callbacks(self, node: cst.Call, f: FunctionModel) -> None:
         """Functions handed by name to code outside the project: what they return reaches
@@ -629,10 +648,8 @@ class Collector(cst.CSTVisitor):
             known = self.facts.param_writes.get(key)
             if known is not None:
                 return dict(known)
-            if key in self.facts.resolved:
-                return {}
         local = (dotted_name(callee) or "").split(".", 1)[0]
-        if launch or (local in self.imports.names and external_writer(q, self.facts.roots)):
+        if launch or q.startswith("torch.ops.") or local in self.facts.external:
             return {"*": KERNEL_WRITE}
         return {}  # project code the index cannot see into, a builtin: taken to read
 

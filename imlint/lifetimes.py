@@ -73,11 +73,37 @@ class Lifetimes:
 
     def _made_long(self, s: FileSummary, d: DefSummary, text: str) -> bool:
         """Whether the result of the call ``text`` in ``d`` may outlive the call."""
-        if self._long_context(s, d) or (text, "kept") in d.results:
+        if self._long_context(s, d):
             return True
-        if (text, "returned") in d.results:
-            return self._returns_long((s.module, d.qual))
+        for made, how in d.results:
+            if made != text:
+                continue
+            if how == "kept":
+                return True
+            if how == "returned" and self._returns_long((s.module, d.qual)):
+                return True
+            if how.startswith("handed:") and self._owned(s, d, how):
+                return True
         return False
+
+    def _owned(self, s: FileSummary, d: DefSummary, how: str) -> bool:
+        """Whether an argument is kept by a constructor it is handed to (ownership), or
+        handed to code outside the project (anything may happen to it)."""
+        _, callee, key = how.split(":", 2)
+        index = self.index
+        target = index.resolve(s, d, callee)
+        if target is None:
+            return False
+        if index.kind_of(target) == "class":
+            target = index.method_of(target, "__init__")
+            if target is None:
+                return False
+        if not _is_constructor(target[1]):
+            return False
+        name = index.param_name(target, key)
+        ts = index.modules.get(target[0])
+        td = ts.defs.get(target[1]) if ts is not None else None
+        return td is not None and name is not None and name in td.pkept
 
     def _returns_long(self, target: Target) -> bool:
         """Whether a function's result is kept by any caller (transitively)."""
@@ -88,8 +114,9 @@ class Lifetimes:
         index = self.index
         callers = index.callers.get(target, ())
         name = target[1].rsplit(".", 1)[-1]
-        # Unresolved calls by name: the callers that keep the result may be among them.
-        result = not callers and not index.unresolved.get(name, 0)
+        # Unresolved calls by name: the callers that keep the result may be among them;
+        # no caller at all: an entry point, or called from outside.
+        result = not callers or bool(index.unresolved.get(name, 0))
         for caller, _region in callers:
             cs = index.modules.get(caller[0])
             cd = cs.defs.get(caller[1]) if cs is not None else None

@@ -43,13 +43,14 @@ from dataclasses import dataclass, field
 from imlint.kinds import CONSTRUCTORS, CONTAINER_CALLS, CONTAINER_METHODS
 from imlint.options import AnalysisOptions
 from imlint.project import FileFacts
-from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_ALLOCATORS
+from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_ALLOCATORS, TORCH_COMPUTE, TORCH_FACTORIES
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _WORD = re.compile(r"\w+")
 _DEF = re.compile(r"\bdef\s+(\w+)")
 _AS = re.compile(r"\bas\b")
+_FROM_TORCH = re.compile(r"\bfrom\s+torch\b")
 _LINES = re.compile(r"(?<=\n)")
 #: Calls that fill storage (the model's ``setdefault``/``update``/``__setitem__``/
 #: ``register_buffer``/``setattr`` stores) and ``:=``: expressions to look inside.
@@ -85,6 +86,10 @@ def _calls_pattern(names: frozenset[str]) -> re.Pattern[str]:
     return re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, names))) + r")\s*\(")
 
 
+#: A call of one of torch's computing functions through an attribute (``torch.cat(``).
+_COMPUTE_CALL = re.compile(r"\.\s*(?:" + "|".join(sorted(TORCH_COMPUTE)) + r")\s*\(")
+
+
 def allocator_names(
     text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFacts
 ) -> set[str]:
@@ -93,6 +98,10 @@ def allocator_names(
     get-or-create helpers (as this file spells them), and local names imported as any of
     these (``from torch import empty as e``)."""
     names = set(TORCH_ALLOCATORS) | set(TENSOR_NEW_METHODS)
+    if not _FROM_TORCH.search(text):
+        # torch's computing functions (``cat``, ``where``) allocate only when called
+        # through torch (``torch.cat(...)``): a bare ``round(x)`` is not one.
+        names -= TORCH_COMPUTE - TORCH_FACTORIES - TENSOR_NEW_METHODS
     names |= {n.rsplit(".", 1)[-1] for n in options.extra_allocators}
     for key in (*facts.allocators, *facts.helpers):
         names.add(key.rsplit(".", 1)[-1].rsplit("|", 1)[-1])
@@ -140,7 +149,9 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
     for i, unit in enumerate(units):
         source = _text(lines, unit)
         unit.words = _word_set(source)
-        calls_allocator = bool(unit.words & allocating) and bool(calls.search(source))
+        direct = bool(unit.words & allocating) and bool(calls.search(source))
+        computed = bool(unit.words & TORCH_COMPUTE) and bool(_COMPUTE_CALL.search(source))
+        calls_allocator = direct or computed
         if unit.function and not calls_allocator:
             continue
         if unit.function:
@@ -178,6 +189,7 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
         declared |= scan.containers
     if not any_site:
         return None
+    writers = _writer_names(facts)
     changed = True
     while changed:
         changed = False
@@ -188,7 +200,7 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
             writer = (
                 bool(unit.words & needed or unit.words & in_class or "*" in in_class)
                 or any(group <= unit.words for group in groups)
-            ) and _writes_or_returns(unit, _text(lines, unit))
+            ) and _writes_or_returns(unit, _text(lines, unit), writers)
             if writer or (unit.words & declared and _declares(unit, declared)):
                 kept.add(i)
                 changed = True
@@ -230,17 +242,18 @@ def _units(tree: ast.Module) -> Iterator[_Unit]:
 #: the statements.
 _WRITE = re.compile(
     r"\.\s*[A-Za-z]\w*_\s*\(|\bout\s*=(?!=)|(?:[-+*/%&|^@]|<<|>>|\*\*|//)="
-    # a call handed the storage may write it from a kernel (a Triton launch, an
-    # external op): any call counts
-    r"|[\w\])]\s*\("
+    # kernel writes: a Triton launch, a raw pointer handed on, a custom op
+    r"|\]\s*\(|\bdata_ptr\s*\(|\bops\s*\."
 )
 
 
-def _writes_or_returns(unit: _Unit, text: str) -> bool:
+def _writes_or_returns(unit: _Unit, text: str, writers: set[str]) -> bool:
     """Whether a function that mentions the storage can change a site: it writes in
-    place, hands something to a call (which may write it from a kernel), or returns a
-    value (a getter of the storage). Mentions alone cannot."""
-    if "return" in unit.words or _WRITE.search(text):
+    place, hands something to code that may write it (``writers``: names of project
+    functions that write what they are handed, names imported from outside the project;
+    a Triton launch), or returns a value (a getter of the storage). Mentions alone
+    cannot."""
+    if "return" in unit.words or unit.words & writers or _WRITE.search(text):
         return True
     for stmt in _statements([unit.node]):
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
@@ -248,6 +261,14 @@ def _writes_or_returns(unit: _Unit, text: str) -> bool:
             if any(isinstance(n, ast.Subscript) for t in targets for n in _target_nodes(t)):
                 return True  # ``x[i] = v``: an in-place write
     return False
+
+
+def _writer_names(facts: FileFacts) -> set[str]:
+    """Names whose call may write a tensor handed to it (the model's ``_handed_writes``,
+    as words): the project's functions that write their arguments, and names imported
+    from outside the project (``sgl_kernel``, ``flashinfer``)."""
+    out = {k.rsplit(".", 1)[-1].rsplit("|", 1)[-1] for k in facts.param_writes}
+    return out | facts.external
 
 
 def _declares(unit: _Unit, containers: set[str]) -> bool:

@@ -37,12 +37,13 @@ from imlint.vocabulary import (
     SIZED_FACTORIES,
     TENSOR_NEW_METHODS,
     TORCH_ALLOCATORS,
+    TORCH_FACTORIES,
     name_matches,
 )
 from imlint.writes import param_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 5
+SUMMARY_VERSION = 7
 
 #: Calls whose result holds their first argument (a tensor kept by a module).
 _WRAPPERS = frozenset(
@@ -91,14 +92,18 @@ class DefSummary:
     #: (call text, argument position or keyword, parameter): a parameter handed on
     passes: list[tuple[str, str, str]] = field(default_factory=list)
     #: (call text, what happens to the result): ``kept`` in storage that outlives the
-    #: call, ``returned``; results only used or held in locals are not listed
+    #: call, ``returned``, ``handed:<callee>:<position or keyword>`` (an argument);
+    #: results only used or held in locals are not listed
     results: list[tuple[str, str]] = field(default_factory=list)
+    #: parameters whose value the body keeps (``self.x = x``, ``lst.append(x)``)
+    pkept: list[str] = field(default_factory=list)
+    kernel: bool = False  # a Triton kernel: ``pwrites`` lists every parameter it stores to
 
     def to_data(self) -> tuple[object, ...]:
         return (
             self.qual, self.kind, self.cls, self.mode, self.cached, self.params,
             self.bases, self.allocs, self.calls, self.factories, self.types, self.alloc_calls,
-            self.pwrites, self.passes, self.results,
+            self.pwrites, self.passes, self.results, self.pkept, self.kernel,
         )  # fmt: skip
 
     @classmethod
@@ -193,6 +198,7 @@ class _Scope:
     pwrites: set[tuple[str, str]] = field(default_factory=set)
     passes: set[tuple[str, str, str]] = field(default_factory=set)
     kept: list[ast.expr] = field(default_factory=list)  # values stored beyond the call
+    handed: list[tuple[ast.expr, str]] = field(default_factory=list)  # (argument, how)
     kernel: bool = False  # a Triton kernel (``@triton.jit``): ``tl.store`` writes
 
 
@@ -255,7 +261,7 @@ class _Summarizer(_FastVisitor):
         self.cond = 0  # depth of conditional code (if, except, ``or``): lazy stores
         #: the last names of every callable the model treats as an allocator
         self.vocabulary = (
-            TORCH_ALLOCATORS
+            TORCH_FACTORIES
             | TENSOR_NEW_METHODS
             | {n.rsplit(".", 1)[-1] for n in options.extra_allocators}
         )
@@ -492,6 +498,7 @@ class _Summarizer(_FastVisitor):
         )
         if scope.params:
             self._param_writes(node, text, launch, scope)
+        self._handed(node, text, scope)
         head = text.split(".", 1)[0]
         if head not in _BUILTINS or head in self.imports or head in self.defs:
             scope.calls.add((text, self.region))
@@ -504,6 +511,7 @@ class _Summarizer(_FastVisitor):
                 self.name_calls.add(last)
         if self.is_allocator(node) is not None:
             scope.summary.alloc_calls += 1
+            self.may_allocate = True  # ``torch.cat(...)``: by its qualified name
         if text in ("setattr",) and len(node.args) >= 3:
             self._store(node.args[0], node.args[2], ".setattr")
         if isinstance(node.func, ast.Attribute) and node.func.attr in ("setdefault", "__setitem__"):
@@ -521,19 +529,39 @@ class _Summarizer(_FastVisitor):
             target = target.value
         return target.id if isinstance(target, ast.Name) else None
 
+    def _handed(self, node: ast.Call, text: str, scope: _Scope) -> None:
+        """Values handed to a call: kept when the call keeps what it is given
+        (``lst.append(v)``, ``d.setdefault(k, v)``), else judged at the callee
+        (``lifetimes.py``: a constructor that keeps its parameter owns the object)."""
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in KEEPING_METHODS:
+            if _root_name(func.value) not in scope.assigned:
+                scope.kept.extend(node.args)
+                scope.kept.extend(kw.value for kw in node.keywords)
+            return
+        if not any(isinstance(a, (ast.Call, ast.Name)) for a in node.args) and not node.keywords:
+            return
+        for i, arg in enumerate(node.args):
+            if isinstance(arg, (ast.Call, ast.Name)):
+                scope.handed.append((arg, f"handed:{text}:{i}"))
+        for kw in node.keywords:
+            if kw.arg is not None and isinstance(kw.value, (ast.Call, ast.Name)):
+                scope.handed.append((kw.value, f"handed:{text}:{kw.arg}"))
+
     def _param_writes(self, node: ast.Call, text: str, launch: bool, scope: _Scope) -> None:
-        """What a call does with the parameters handed to it: writes them in place,
-        stores to them from a Triton kernel, or hands them on (see ``imlint/writes.py``)."""
+        """What a call does with the parameters handed to it (and with the tensors on
+        ``self``): writes them in place, stores to them from a Triton kernel, or hands
+        them on (see ``imlint/writes.py``)."""
         func = node.func
         q = self.qualify(text)
-        if isinstance(func, ast.Attribute) and not launch:
-            receiver = _handle_root(func.value)
-            if receiver in scope.params and is_inplace_name(func.attr):
+        if isinstance(func, ast.Attribute) and not launch and is_inplace_name(func.attr):
+            receiver = _owner(func.value, scope)
+            if receiver is not None:
                 scope.pwrites.add((receiver, "torch"))
         torch_op = q.startswith("torch.") and not q.startswith("torch.ops.")
         for kw in node.keywords:
-            root = _handle_root(kw.value) if kw.arg == "out" else None
-            if root in scope.params:
+            root = _owner(kw.value, scope) if kw.arg == "out" else None
+            if root is not None:
                 outside = not torch_op and not isinstance(func, ast.Attribute)
                 scope.pwrites.add((root, "kernel" if outside else "torch"))
         if scope.kernel and q.startswith("triton.language.") and node.args:
@@ -543,18 +571,23 @@ class _Summarizer(_FastVisitor):
                         scope.pwrites.add((name, "kernel"))
             return
         if torch_op:
-            first = _handle_root(node.args[0]) if node.args else None
-            if first in scope.params and is_inplace_name(q.rsplit(".", 1)[-1]):
+            first = _owner(node.args[0], scope) if node.args else None
+            if first is not None and is_inplace_name(q.rsplit(".", 1)[-1]):
                 scope.pwrites.add((first, "torch"))
             return
+        prefix = "[]" if launch else ""
         for i, arg in enumerate(node.args):
-            root = _handle_root(arg)
-            if root in scope.params:
-                scope.passes.add((("[]" if launch else "") + text, str(i), root))
+            root = _owner(arg, scope)
+            if root is not None:
+                scope.passes.add((prefix + text, str(i), root))
+            elif _is_raw_pointer(arg):
+                owner = _owner(arg.func.value, scope)  # type: ignore[attr-defined]
+                if owner is not None:
+                    scope.pwrites.add((owner, "kernel"))  # ``op(buf.data_ptr())``
         for kw in node.keywords:
-            root = _handle_root(kw.value) if kw.arg not in (None, "out") else None
-            if root in scope.params:
-                scope.passes.add((("[]" if launch else "") + text, kw.arg, root))  # type: ignore[arg-type]
+            root = _owner(kw.value, scope) if kw.arg not in (None, "out") else None
+            if root is not None:
+                scope.passes.add((prefix + text, kw.arg, root))  # type: ignore[arg-type]
 
     def _store(self, target: ast.expr, value: ast.expr, how: str) -> None:
         scope = self.scopes[-1]
@@ -733,10 +766,16 @@ class _Summarizer(_FastVisitor):
         s = scope.summary
         s.calls = sorted(scope.calls)
         s.pwrites = sorted(scope.pwrites)
+        s.kernel = scope.kernel
         s.passes = sorted(scope.passes)
         results = {(text, "returned") for v, *_ in scope.returns for text in self._made(v, scope)}
         results |= {(text, "kept") for v in scope.kept for text in self._made(v, scope)}
+        for value, how in scope.handed:
+            results |= {(text, how) for text in self._made(value, scope)}
         s.results = sorted(results)
+        s.pkept = sorted(
+            {v.id for v in scope.kept if isinstance(v, ast.Name) and v.id in scope.params}
+        )
         unguarded = s.mode != "guarded"
         for value, region, _line in scope.returns:
             if region == "guarded" or not unguarded:
@@ -788,6 +827,39 @@ def is_inplace_name(name: str) -> bool:
     return name.endswith("_") and not name.startswith("_") and len(name) > 1
 
 
+def _owner(expr: ast.expr, scope: _Scope) -> str | None:
+    """Whose tensor an expression names, as a function's summary records writes: a
+    parameter (``buf``, ``buf[:n]``) or an attribute of ``self`` (``self.buf``)."""
+    attr: str | None = None
+    while True:
+        if isinstance(expr, ast.Attribute):
+            attr = expr.attr
+            expr = expr.value
+        elif isinstance(expr, (ast.Subscript, ast.Starred)):
+            attr = None
+            expr = expr.value
+        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            if expr.func.attr not in DERIVED_METHODS:
+                return None
+            attr = None
+            expr = expr.func.value
+        else:
+            break
+    if not isinstance(expr, ast.Name):
+        return None
+    if expr.id == scope.self_name:
+        return f"self.{attr}" if attr else None
+    return expr.id if expr.id in scope.params else None
+
+
+def _is_raw_pointer(expr: ast.expr) -> bool:
+    return (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Attribute)
+        and expr.func.attr == "data_ptr"
+    )
+
+
 def _handle_root(expr: ast.expr) -> str | None:
     """The name a tensor argument starts from: ``buf`` for ``buf``, ``buf[:n]``,
     ``buf.view(-1)``, ``self`` for ``self._buf``; None for anything computed."""
@@ -800,6 +872,19 @@ def _handle_root(expr: ast.expr) -> str | None:
             expr = expr.func.value
         else:
             break
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+#: Methods that keep what they are handed (on a container or registry).
+KEEPING_METHODS = frozenset(
+    {"append", "add", "extend", "insert", "setdefault", "update", "appendleft", "put",
+     "register", "register_module", "add_module", "register_buffer", "register_parameter"}
+)  # fmt: skip
+
+
+def _root_name(expr: ast.expr) -> str | None:
+    while isinstance(expr, (ast.Attribute, ast.Subscript)):
+        expr = expr.value
     return expr.id if isinstance(expr, ast.Name) else None
 
 
@@ -868,14 +953,16 @@ class FileFacts:
     #: call text -> ((parameter position or name, write kind), ...): what project code
     #: writes of the tensors handed to it (``imlint/writes.py`` has the kinds)
     param_writes: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
-    #: call texts that resolve to the project's own code (what it writes is known)
-    resolved: frozenset[str] = frozenset()
-    #: the project's top-level package names (imports from elsewhere are external)
-    roots: frozenset[str] = frozenset()
+    #: local names this file imports from outside the project that may write tensors
+    #: handed to them, from a kernel (``kinds.external_writer``)
+    external: frozenset[str] = frozenset()
     #: functions of this file reached only from constructors: construction, not first use
     construction: frozenset[str] = frozenset()
     #: classes of this file whose instances live for one call (see ``lifetimes.py``)
     per_call_classes: frozenset[str] = frozenset()
+    #: call text -> (write kind, which method writes which tensor) for a constructor
+    #: whose object's tensors its own methods write (``plan()`` doing ``out=self.x``)
+    object_writes: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def needs_model(self) -> bool:
         """Whether the file can hold a site at all: else LibCST need not see it."""
@@ -1028,6 +1115,10 @@ class ProjectIndex:
     def kind_of(self, target: Target) -> str:
         return self._kind(target)
 
+    def method_of(self, cls: Target, name: str) -> Target | None:
+        """``cls.name``, looked up through the class's bases."""
+        return self._method(cls[0], cls[1], name)
+
     def classes(self) -> list[Target]:
         return [
             (s.module, q) for s in self.summaries for q, d in s.defs.items() if d.kind == "class"
@@ -1148,8 +1239,6 @@ class ProjectIndex:
         self._find_allocators()
         self._find_helpers()
         self.param_writes = param_writes(self)
-        self.construction = construction_only(self)
-        self.lifetimes = Lifetimes(self, self.construction)
         for s in self.summaries:
             for d in s.defs.values():
                 caller = (s.module, d.qual)
@@ -1168,6 +1257,9 @@ class ProjectIndex:
                             continue
                         target = init
                     self.callers.setdefault(target, []).append((caller, region or d.mode))
+        # Both read the call graph just built.
+        self.construction = construction_only(self)
+        self.lifetimes = Lifetimes(self, self.construction)
 
     def _find_allocators(self) -> None:
         """Callables whose call allocates a tensor that outlives it, to a fixed point."""
@@ -1283,7 +1375,7 @@ class ProjectIndex:
         allocators: dict[str, tuple[str, bool]] = {}
         helpers: dict[str, tuple[int, str, str, str]] = {}
         writes: dict[str, tuple[tuple[str, str], ...]] = {}
-        resolved: set[str] = set()
+        object_writes: dict[str, tuple[str, str]] = {}
         for d in s.defs.values():
             for text, _region in d.calls:
                 target = self.resolve(s, d, text)
@@ -1292,10 +1384,13 @@ class ProjectIndex:
                 key = _fact_key(d, text, s)
                 if key is None:
                     continue
-                resolved.add(key)
                 written = self._written(target)
-                if written:
+                if written is not None:
                     writes[key] = written
+                if target in self._alloc and self._kind(target) == "class":
+                    by_methods = self._object_writes(target)
+                    if by_methods is not None:
+                        object_writes[key] = by_methods
                 if target in self._alloc and target != (s.module, d.qual):
                     allocators[key] = self._alloc[target]
                 helper = self._helpers.get(target)
@@ -1318,7 +1413,7 @@ class ProjectIndex:
             why = self.covered((s.module, d.qual))
             if why is not None:
                 covered[d.qual] = why
-        own = {q for m, q in self.construction if m == s.module}
+        construction = {q for m, q in self.construction if m == s.module}
         per_call = {q for m, q in self.lifetimes.per_call if m == s.module}
         return FileFacts(
             allocators,
@@ -1326,22 +1421,58 @@ class ProjectIndex:
             covered,
             s.may_allocate,
             writes,
-            frozenset(resolved),
-            frozenset(self.roots),
-            frozenset(own),
+            frozenset(
+                local
+                for local, qualified in s.imports.items()
+                if external_writer(qualified, self.roots)
+            ),
+            frozenset(construction),
             frozenset(per_call),
+            object_writes,
         )
 
-    def _written(self, target: Target) -> tuple[tuple[str, str], ...]:
-        """What a callable writes of its arguments, by position and by name."""
+    def _object_writes(self, cls: Target) -> tuple[str, str] | None:
+        """How the methods of a class (and its bases) write the tensors its instances
+        keep on ``self``: (kind, which method writes which attribute), strongest first."""
+        family = [cls]
+        i = 0
+        while i < len(family) and i < 16:
+            s = self.modules.get(family[i][0])
+            d = s.defs.get(family[i][1]) if s is not None else None
+            for base in d.bases if s is not None and d is not None else ():
+                b = self._resolve_in(s, None, base)  # type: ignore[arg-type]
+                if b is not None and b not in family and self._kind(b) == "class":
+                    family.append(b)
+            i += 1
+        methods = [
+            (s.module, d)
+            for m, q in family
+            if (s := self.modules.get(m)) is not None
+            for d in s.defs.values()
+            if d.cls == q and d.kind == "function"
+        ]
+        kept = {what for _m, d in methods for how, what, _ref in d.allocs if how == "keeps"}
+        best: tuple[str, str] | None = None
+        for module, d in methods:
+            for attr, kind in self.param_writes.get((module, d.qual), {}).items():
+                if attr in kept and (best is None or (kind == "torch" and best[0] != "torch")):
+                    best = (kind, f"{attr} in {d.qual}()")
+        return best
+
+    def _written(self, target: Target) -> tuple[tuple[str, str], ...] | None:
+        """What a callable writes of its arguments, by position and by name; None when
+        it writes none of them (a Triton kernel says so: an empty tuple, since a launch
+        of an unknown kernel may write anything)."""
         if self._kind(target) == "class":
             init = self._method(target[0], target[1], "__init__")
             if init is None:
-                return ()
+                return None
             target = init
         by_name = self.param_writes.get(target)
         if not by_name:
-            return ()
+            s = self.modules.get(target[0])
+            d = s.defs.get(target[1]) if s is not None else None
+            return () if d is not None and d.kernel else None
         s = self.modules[target[0]]
         params = s.defs[target[1]].params
         out = [(str(i), by_name[p]) for i, p in enumerate(params) if p in by_name]

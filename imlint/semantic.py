@@ -127,6 +127,8 @@ class AllocationSite:
     object_result: bool = False  # the call returns an object holding tensors
     report_node: cst.CSTNode | None = None  # where to report, when not at ``call``
     helper: bool = False  # ``call`` hands a factory to a get-or-create helper
+    #: IM003: (write kind, how) when the object's own methods write its tensors
+    object_writes: tuple[str, str] | None = None
 
     @property
     def range(self) -> CodeRange:

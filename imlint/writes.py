@@ -68,6 +68,13 @@ def find_writes(
             tokens = ga.tokens(w.handle)
             if store.token in tokens or (inside is not None and hits(tokens)):
                 site.writes.append(w)
+    if site.object_writes is not None:
+        kind, how = site.object_writes
+        site.writes.append(
+            InplaceWrite(
+                site.call, how, site.frames, site.order, site.call, f, site.positions, kind
+            )
+        )
     handed = callbacks.get(f.name) if f.parent is None and f.cls is None else None
     if handed is not None and wanted & index.returned(f):
         site.writes.append(handed)  # the function is handed to outside code, with its result

@@ -18,8 +18,12 @@ class LazyBufferMutated(Rule):
     outlives the call (a module-level dict, `self._buf`, a registry's
     `buffers[key]`, a cached function's return value), that runs lazily (on a cache
     miss or a grow-only resize), is not under `torch.inference_mode(False)`, and whose
-    buffer is also written in place by a torch operation (`.zero_()`, `.copy_()`,
-    `buf[i] = x`, `out=buf`, `buf += x`) in the same function or class.
+    buffer a torch in-place write can reach (`.zero_()`, `.copy_()`, `buf[i] = x`,
+    `out=buf` to a torch op, `buf += x`): in the same function, another method of the
+    class, a function of the module that gets it from a getter, project code it is
+    handed to (across files, through the project index), or a method of the object
+    that holds it. Writes that run only right after the allocation, in the same branch,
+    do not count.
 
     ## Why is this bad?
     A tensor created while `torch.inference_mode()` is on is an *inference tensor*,

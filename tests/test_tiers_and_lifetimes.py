@@ -1,0 +1,277 @@
+"""Write tiers (torch, kernel, none) and lifetimes (construction, per-call objects)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+from imlint.config import Settings
+from imlint.engine import Linter
+
+from .conftest import run_imlint
+
+LINTER = Linter(Settings())
+
+
+def codes(code: str) -> list[tuple[int, str]]:
+    findings = LINTER.check_text("t.py", textwrap.dedent(code))
+    return [(f.line, f.code) for f in findings]
+
+
+LAZY = """
+import torch
+import my_ext
+_C = {{}}
+
+def get(n, x):
+    if n not in _C:
+        _C[n] = torch.empty(n)
+    buf = _C[n]
+    {use}
+    return x
+"""
+
+
+def test_the_writer_decides_the_tier():
+    assert codes(LAZY.format(use="buf.zero_()")) == [(8, "IM001")]
+    assert codes(LAZY.format(use="torch.mm(x, x, out=buf)")) == [(8, "IM001")]
+    assert codes(LAZY.format(use="_kernel[(n,)](x, buf)")) == [(8, "IM002")]
+    assert codes(LAZY.format(use="my_ext.run(x, out=buf)")) == [(8, "IM002")]
+    assert codes(LAZY.format(use="my_ext.run(x, buf)")) == [(8, "IM002")]
+    assert codes(LAZY.format(use="torch.ops.my.run(x, buf)")) == [(8, "IM002")]
+    assert codes(LAZY.format(use="my_ext.fill(buf.data_ptr(), n)")) == [(8, "IM002")]
+    # Reads: torch functions, builtins, methods of other objects.
+    assert codes(LAZY.format(use="y = torch.matmul(x, buf) + len(buf)")) == [(8, "IM005")]
+    assert codes(LAZY.format(use="self_model.forward(buf)")) == [(8, "IM005")]
+
+
+def test_a_torch_write_wins_over_a_kernel_write():
+    use = "_kernel[(n,)](x, buf)\n    buf.fill_(0)"
+    assert codes(LAZY.format(use=use)) == [(8, "IM001")]
+
+
+def test_entries_with_constant_keys_are_separate_buffers():
+    code = """
+    import torch
+    _WS = {}
+
+    def ws(n):
+        if "w" not in _WS:
+            _WS["w"] = torch.empty(n)
+            _WS["eye"] = torch.eye(n)
+        _WS["eye"][:n].zero_()
+        return _WS["w"]
+    """
+    assert codes(code) == [(7, "IM005"), (8, "IM001")]
+
+
+def test_a_test_of_another_key_is_not_a_cache_test():
+    code = """
+    import torch
+
+    def post(data):
+        if "mask" in data:
+            data["lengths"] = torch.tensor([1, 2])
+        return data
+    """
+    assert codes(code) == []
+
+
+def test_an_empty_tensor_is_a_placeholder():
+    code = """
+    import torch
+    class C:
+        def teardown(self):
+            if self.kv is not None:
+                self.kv = torch.tensor([])
+    """
+    assert codes(code) == []
+
+
+def test_torch_functions_that_compute_are_allocations_and_views_are_not():
+    code = """
+    import torch
+    class Rope:
+        def get(self, t):
+            if self._cos is None:
+                self._cos = torch.cos(t)
+            if self._view is None:
+                self._view = t.unsqueeze(0)
+            return self._cos
+    """
+    assert codes(code) == [(6, "IM005")]
+
+
+def test_a_rebound_fresh_object_stays_this_calls():
+    code = """
+    import torch
+    from pkg import Inputs, add_indices
+
+    def make(n, ssm):
+        inputs = Inputs(n)
+        inputs = add_indices(inputs, n)
+        if ssm:
+            inputs.offsets = torch.arange(n)
+        return inputs
+    """
+    assert codes(code) == []
+
+
+def test_a_method_reached_only_from_constructors_is_construction():
+    code = """
+    import torch
+
+    class Layer:
+        def __init__(self, n):
+            self._init_tables(n)
+
+        def _init_tables(self, n):
+            if self._table is None:
+                self._table = torch.zeros(n)
+            self._table.add_(1)
+
+    class Lazy:
+        def forward(self, n):
+            self._init(n)
+
+        def _init(self, n):
+            if self._table is None:
+                self._table = torch.zeros(n)
+            self._table.add_(1)
+    """
+    assert codes(code) == [(19, "IM001")]
+
+
+def test_memos_on_objects_made_per_call_are_not_persistent():
+    code = """
+    import torch
+
+    class Batch:
+        def __init__(self, ids):
+            self.ids = ids
+            self.positions = None
+
+        def get_positions(self):
+            if self.positions is None:
+                self.positions = torch.arange(len(self.ids))
+            self.positions.add_(1)
+            return self.positions
+
+    class Runner:
+        def step(self, ids):
+            batch = Batch(ids)
+            return batch.get_positions()
+
+    class Server:
+        def __init__(self):
+            self.runner = Runner()
+
+        def loop(self, requests):
+            for ids in requests:
+                self.runner.step(ids)
+    """
+    assert codes(code) == []
+    # Kept on the runner: the same memo lives as long as the runner.
+    kept = code.replace("batch = Batch(ids)", "batch = self.batch = Batch(ids)")
+    assert codes(kept) == [(11, "IM001")]
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+
+
+def _check(root: Path) -> list[tuple[str, int, str, str]]:
+    r = run_imlint("check", "pkg", "--no-cache", "--output-format", "json", cwd=root)
+    assert r.code in (0, 1), r.err
+    return [(Path(d["path"]).name, d["line"], d["code"], d["severity"]) for d in json.loads(r.out)]
+
+
+def test_project_functions_write_what_they_are_handed_across_files(tmp_path):
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/ops.py": """
+                import triton
+                import triton.language as tl
+
+                def clear(x):
+                    x.zero_()
+
+                def inspect(x):
+                    return x.sum()
+
+                def relay(x, y):
+                    _store[(1,)](x, y)
+
+                @triton.jit
+                def _store(src_ptr, dst_ptr):
+                    offs = tl.arange(0, 16)
+                    ptrs = dst_ptr + offs
+                    tl.store(ptrs, tl.load(src_ptr + offs))
+                """,
+            "pkg/use.py": """
+                import torch
+                from pkg.ops import clear, inspect, relay
+
+                _A, _B, _C, _D = {}, {}, {}, {}
+
+                def a(n):
+                    if n not in _A:
+                        _A[n] = torch.empty(n)
+                    clear(_A[n])
+
+                def b(n):
+                    if n not in _B:
+                        _B[n] = torch.empty(n)
+                    inspect(_B[n])
+
+                def c(n):
+                    if n not in _C:
+                        _C[n] = torch.empty(n)
+                    if n not in _D:
+                        _D[n] = torch.empty(n)
+                    relay(_C[n], _D[n])
+                """,
+        },
+    )
+    assert _check(tmp_path) == [
+        ("use.py", 9, "IM001", "error"),
+        ("use.py", 14, "IM005", "warning"),
+        ("use.py", 19, "IM005", "warning"),  # only read by the kernel
+        ("use.py", 21, "IM002", "warning"),  # stored to through a local pointer
+    ]
+
+
+def test_an_objects_own_methods_write_its_tensors(tmp_path):
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/plan.py": """
+                import torch
+
+                class Plan:
+                    def __init__(self, n):
+                        self.seq_lens = torch.empty(n, dtype=torch.int32)
+
+                    def plan(self, src, idx):
+                        torch.index_select(src, 0, idx, out=self.seq_lens)
+                """,
+            "pkg/backend.py": """
+                from pkg.plan import Plan
+
+                class Backend:
+                    def forward(self, n):
+                        if self._plan is None:
+                            self._plan = Plan(n)
+                        return self._plan
+                """,
+        },
+    )
+    ((name, line, code, severity),) = _check(tmp_path)
+    assert (name, line, code, severity) == ("backend.py", 7, "IM003", "error")
