@@ -39,10 +39,16 @@ def _is_constructor(qual: str) -> bool:
 def construction_only(index: ProjectIndex) -> set[Target]:
     """Functions reached only from constructors, to a fixed point."""
     found: set[Target] = set()
+    callers_of = {
+        (s.module, d.qual): index.callers_of((s.module, d.qual))
+        for s in index.summaries
+        for d in s.defs.values()
+        if d.kind == "function"
+    }
     changed = True
     while changed:
         changed = False
-        for target, callers in index.callers.items():
+        for target, callers in callers_of.items():
             if target in found or not callers or _is_constructor(target[1]):
                 continue
             if index.unresolved.get(target[1].rsplit(".", 1)[-1], 0):
@@ -69,7 +75,7 @@ class Lifetimes:
         if d.kind == "module" or d.cached or _is_constructor(d.qual) or me in self.construction:
             return True
         name = d.qual.rsplit(".", 1)[-1]
-        return not self.index.callers.get(me) and not self.index.unresolved.get(name, 0)
+        return not self.index.callers_of(me) and not self.index.unresolved.get(name, 0)
 
     def _made_long(self, s: FileSummary, d: DefSummary, text: str) -> bool:
         """Whether the result of the call ``text`` in ``d`` may outlive the call."""
@@ -112,7 +118,7 @@ class Lifetimes:
             return known
         self._returned[target] = False  # recursion guard
         index = self.index
-        callers = index.callers.get(target, ())
+        callers = index.callers_of(target)
         name = target[1].rsplit(".", 1)[-1]
         # Unresolved calls by name: the callers that keep the result may be among them;
         # no caller at all: an entry point, or called from outside.

@@ -51,6 +51,7 @@ def build_model(
         collector.container_texts,
         frozenset(q.rsplit(".", 1)[-1] for q in facts.per_call_classes),
         facts.construction,
+        facts.returned_writes,
     )
     analyses = {id(f): FunctionAnalysis(f, index) for f in collector.functions}
     index.analyses = analyses

@@ -40,10 +40,10 @@ from imlint.vocabulary import (
     TORCH_FACTORIES,
     name_matches,
 )
-from imlint.writes import param_writes
+from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 7
+SUMMARY_VERSION = 8
 
 #: Calls whose result holds their first argument (a tensor kept by a module).
 _WRAPPERS = frozenset(
@@ -98,12 +98,15 @@ class DefSummary:
     #: parameters whose value the body keeps (``self.x = x``, ``lst.append(x)``)
     pkept: list[str] = field(default_factory=list)
     kernel: bool = False  # a Triton kernel: ``pwrites`` lists every parameter it stores to
+    #: (call text, kind): results of calls the body writes in place (``torch``), hands
+    #: to a kernel (``kernel``), or hands to ``<callee>:<position or keyword>``
+    rwrites: list[tuple[str, str]] = field(default_factory=list)
 
     def to_data(self) -> tuple[object, ...]:
         return (
             self.qual, self.kind, self.cls, self.mode, self.cached, self.params,
             self.bases, self.allocs, self.calls, self.factories, self.types, self.alloc_calls,
-            self.pwrites, self.passes, self.results, self.pkept, self.kernel,
+            self.pwrites, self.passes, self.results, self.pkept, self.kernel, self.rwrites,
         )  # fmt: skip
 
     @classmethod
@@ -199,6 +202,8 @@ class _Scope:
     passes: set[tuple[str, str, str]] = field(default_factory=set)
     kept: list[ast.expr] = field(default_factory=list)  # values stored beyond the call
     handed: list[tuple[ast.expr, str]] = field(default_factory=list)  # (argument, how)
+    unpacked: dict[str, list[ast.expr]] = field(default_factory=dict)  # a, b = call()
+    rwrites: set[tuple[str, str]] = field(default_factory=set)  # (call text, kind)
     kernel: bool = False  # a Triton kernel (``@triton.jit``): ``tl.store`` writes
 
 
@@ -496,7 +501,7 @@ class _Summarizer(_FastVisitor):
         text = self.call_text(
             node.func.value if isinstance(node.func, ast.Subscript) else node.func
         )
-        if scope.params:
+        if scope.summary.kind == "function":
             self._param_writes(node, text, launch, scope)
         self._handed(node, text, scope)
         head = text.split(".", 1)[0]
@@ -549,21 +554,18 @@ class _Summarizer(_FastVisitor):
                 scope.handed.append((kw.value, f"handed:{text}:{kw.arg}"))
 
     def _param_writes(self, node: ast.Call, text: str, launch: bool, scope: _Scope) -> None:
-        """What a call does with the parameters handed to it (and with the tensors on
-        ``self``): writes them in place, stores to them from a Triton kernel, or hands
-        them on (see ``imlint/writes.py``)."""
+        """What a call does with the tensors a function was handed (its parameters), keeps
+        on ``self``, or got back from a call: writes them in place, stores to them from a
+        Triton kernel, or hands them on (see ``imlint/writes.py``)."""
         func = node.func
         q = self.qualify(text)
         if isinstance(func, ast.Attribute) and not launch and is_inplace_name(func.attr):
-            receiver = _owner(func.value, scope)
-            if receiver is not None:
-                scope.pwrites.add((receiver, "torch"))
+            self._wrote(func.value, "torch", scope)
         torch_op = q.startswith("torch.") and not q.startswith("torch.ops.")
         for kw in node.keywords:
-            root = _owner(kw.value, scope) if kw.arg == "out" else None
-            if root is not None:
+            if kw.arg == "out":
                 outside = not torch_op and not isinstance(func, ast.Attribute)
-                scope.pwrites.add((root, "kernel" if outside else "torch"))
+                self._wrote(kw.value, "kernel" if outside else "torch", scope)
         if scope.kernel and q.startswith("triton.language.") and node.args:
             if q.rsplit(".", 1)[-1] in _TRITON_STORES:
                 for name in self._names_from(node.args[0], scope):
@@ -571,23 +573,46 @@ class _Summarizer(_FastVisitor):
                         scope.pwrites.add((name, "kernel"))
             return
         if torch_op:
-            first = _owner(node.args[0], scope) if node.args else None
-            if first is not None and is_inplace_name(q.rsplit(".", 1)[-1]):
-                scope.pwrites.add((first, "torch"))
+            if node.args and is_inplace_name(q.rsplit(".", 1)[-1]):
+                self._wrote(node.args[0], "torch", scope)
             return
-        prefix = "[]" if launch else ""
+        callee = ("[]" if launch else "") + text
         for i, arg in enumerate(node.args):
-            root = _owner(arg, scope)
-            if root is not None:
-                scope.passes.add((prefix + text, str(i), root))
-            elif _is_raw_pointer(arg):
-                owner = _owner(arg.func.value, scope)  # type: ignore[attr-defined]
-                if owner is not None:
-                    scope.pwrites.add((owner, "kernel"))  # ``op(buf.data_ptr())``
+            if _is_raw_pointer(arg):
+                self._wrote(arg.func.value, "kernel", scope)  # type: ignore[attr-defined]
+            else:
+                self._handed_on(arg, callee, str(i), scope)
         for kw in node.keywords:
-            root = _owner(kw.value, scope) if kw.arg not in (None, "out") else None
-            if root is not None:
-                scope.passes.add((prefix + text, kw.arg, root))  # type: ignore[arg-type]
+            if kw.arg not in (None, "out"):
+                self._handed_on(kw.value, callee, kw.arg, scope)
+
+    def _wrote(self, expr: ast.expr, kind: str, scope: _Scope) -> None:
+        """A write into what ``expr`` names: a parameter, a tensor on ``self``, or the
+        result of a call (``buf = get_buffer(n); buf.zero_()``)."""
+        owner = _owner(expr, scope)
+        if owner is not None:
+            scope.pwrites.add((owner, kind))
+        for made in self._results_in(expr, scope):
+            scope.rwrites.add((made, kind))
+
+    def _handed_on(self, expr: ast.expr, callee: str, key: str, scope: _Scope) -> None:
+        owner = _owner(expr, scope)
+        if owner is not None:
+            scope.passes.add((callee, key, owner))
+        for made in self._results_in(expr, scope):
+            scope.rwrites.add((made, f"handed:{callee}:{key}"))
+
+    def _results_in(self, expr: ast.expr, scope: _Scope) -> set[str]:
+        """Call texts whose result a handle names through a local (``buf``, ``buf[:n]``)."""
+        root = _handle_root(expr)
+        if root is None or root in scope.params or root in scope.globals:
+            return set()
+        values = [*scope.assigned.get(root, ()), *scope.unpacked.get(root, ())]
+        return {
+            self.call_text(v.func)
+            for v in values
+            if isinstance(v, ast.Call) and _dotted(v.func) is not None
+        }
 
     def _store(self, target: ast.expr, value: ast.expr, how: str) -> None:
         scope = self.scopes[-1]
@@ -623,6 +648,11 @@ class _Summarizer(_FastVisitor):
                 values = list(value.elts)
             else:
                 values = [None] * len(target.elts)
+                if isinstance(value, ast.Call):
+                    # ``a, b = get_buffers(n)``: each name holds part of the result
+                    for el in target.elts:
+                        if isinstance(el, ast.Name):
+                            self.scopes[-1].unpacked.setdefault(el.id, []).append(value)
             for t, v in zip(target.elts, values, strict=False):
                 self._assign(t, v, line)
         elif isinstance(target, ast.Starred):
@@ -767,6 +797,7 @@ class _Summarizer(_FastVisitor):
         s.calls = sorted(scope.calls)
         s.pwrites = sorted(scope.pwrites)
         s.kernel = scope.kernel
+        s.rwrites = sorted(scope.rwrites)
         s.passes = sorted(scope.passes)
         results = {(text, "returned") for v, *_ in scope.returns for text in self._made(v, scope)}
         results |= {(text, "kept") for v in scope.kept for text in self._made(v, scope)}
@@ -963,6 +994,9 @@ class FileFacts:
     #: call text -> (write kind, which method writes which tensor) for a constructor
     #: whose object's tensors its own methods write (``plan()`` doing ``out=self.x``)
     object_writes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: function of this file -> (write kind, which caller) when callers write what it
+    #: returns (a getter of a buffer)
+    returned_writes: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def needs_model(self) -> bool:
         """Whether the file can hold a site at all: else LibCST need not see it."""
@@ -1115,6 +1149,26 @@ class ProjectIndex:
     def kind_of(self, target: Target) -> str:
         return self._kind(target)
 
+    def callers_of(self, target: Target) -> list[tuple[Target, str]]:
+        """The calls that may reach ``target``: its own callers and, for a method that
+        overrides a base class's, the calls through ``self`` to that method (virtual
+        dispatch: ``self._init_rope()`` in the base's ``__init__`` runs the override)."""
+        found = list(self.callers.get(target, ()))
+        s = self.modules.get(target[0])
+        d = s.defs.get(target[1]) if s is not None else None
+        if s is None or d is None or not d.cls:
+            return found
+        name = target[1].rsplit(".", 1)[-1]
+        cd = s.defs.get(d.cls)
+        for base in cd.bases if cd is not None else ():
+            b = self._resolve_in(s, None, base)
+            if b is None or self._kind(b) != "class":
+                continue
+            over = self._method(b[0], b[1], name)
+            if over is not None and over != target:
+                found.extend(self.callers_of(over))
+        return found
+
     def method_of(self, cls: Target, name: str) -> Target | None:
         """``cls.name``, looked up through the class's bases."""
         return self._method(cls[0], cls[1], name)
@@ -1239,6 +1293,7 @@ class ProjectIndex:
         self._find_allocators()
         self._find_helpers()
         self.param_writes = param_writes(self)
+        self.result_writes = result_writes(self)
         for s in self.summaries:
             for d in s.defs.values():
                 caller = (s.module, d.qual)
@@ -1413,6 +1468,11 @@ class ProjectIndex:
             why = self.covered((s.module, d.qual))
             if why is not None:
                 covered[d.qual] = why
+        returned_writes = {
+            d.qual: self.result_writes[(s.module, d.qual)]
+            for d in s.defs.values()
+            if (s.module, d.qual) in self.result_writes
+        }
         construction = {q for m, q in self.construction if m == s.module}
         per_call = {q for m, q in self.lifetimes.per_call if m == s.module}
         return FileFacts(
@@ -1429,6 +1489,7 @@ class ProjectIndex:
             frozenset(construction),
             frozenset(per_call),
             object_writes,
+            returned_writes,
         )
 
     def _object_writes(self, cls: Target) -> tuple[str, str] | None:

@@ -286,6 +286,8 @@ class ModuleIndex:
     container_texts: set[str]  # names/attributes assigned a dict or list anywhere
     per_call_classes: frozenset[str] = frozenset()  # names of classes made per call
     construction: frozenset[str] = frozenset()  # functions reached only from constructors
+    #: functions whose callers write what they return (``FileFacts.returned_writes``)
+    returned_writes: dict[str, tuple[str, str]] = field(default_factory=dict)
     analyses: dict[int, FunctionAnalysis] = field(default_factory=dict)
     _returned: dict[int, frozenset[str]] = field(default_factory=dict)
 

@@ -9,7 +9,7 @@ from imlint.sites import is_prefix
 from imlint.values import FunctionAnalysis, ModuleIndex
 
 if TYPE_CHECKING:
-    from imlint.project import ProjectIndex, Target
+    from imlint.project import DefSummary, FileSummary, ProjectIndex, Target
 
 
 def _allocation_time(site: AllocationSite, write: InplaceWrite) -> bool:
@@ -75,6 +75,15 @@ def find_writes(
                 site.call, how, site.frames, site.order, site.call, f, site.positions, kind
             )
         )
+    by_callers = index.returned_writes.get(f.qualname)
+    if by_callers is not None and wanted & index.returned(f):
+        kind, who = by_callers
+        text = f"{who} writes what {f.qualname}() returns"
+        site.writes.append(
+            InplaceWrite(
+                site.call, text, site.frames, site.order, site.call, f, site.positions, kind
+            )
+        )
     handed = callbacks.get(f.name) if f.parent is None and f.cls is None else None
     if handed is not None and wanted & index.returned(f):
         site.writes.append(handed)  # the function is handed to outside code, with its result
@@ -126,3 +135,38 @@ def _join(writes: dict[str, str], param: str, kind: str) -> bool:
         writes[param] = kind
         return True
     return False
+
+
+def result_writes(index: ProjectIndex) -> dict[Target, tuple[str, str]]:
+    """Per project callable: how its callers write what it returns (``buf = get(n);
+    buf.zero_()``, or hand it to code that writes it), strongest first, with where."""
+    out: dict[Target, tuple[str, str]] = {}
+    for s in index.summaries:
+        for d in s.defs.values():
+            for text, how in d.rwrites:
+                target = index.resolve(s, d, text)
+                if target is None:
+                    continue
+                kind: str | None = how
+                if how.startswith("handed:"):
+                    _, callee, key = how.split(":", 2)
+                    kind = _handed_kind(index, s, d, callee, key)
+                if kind is None:
+                    continue
+                known = out.get(target)
+                if known is None or _STRENGTH[kind] > _STRENGTH[known[0]]:
+                    out[target] = (kind, f"{d.qual} ({s.path})")
+    return out
+
+
+def _handed_kind(
+    index: ProjectIndex, s: FileSummary, d: DefSummary, callee: str, key: str
+) -> str | None:
+    """How a callee writes an argument handed to it (see :func:`param_writes`)."""
+    launch = callee.startswith("[]")
+    callee = callee.removeprefix("[]")
+    target = index.resolve(s, d, callee)
+    if target is None:
+        return KERNEL_WRITE if launch or index.is_external(s, callee) else None
+    name = index.param_name(target, key)
+    return index.param_writes.get(target, {}).get(name) if name is not None else None

@@ -275,3 +275,72 @@ def test_an_objects_own_methods_write_its_tensors(tmp_path):
     )
     ((name, line, code, severity),) = _check(tmp_path)
     assert (name, line, code, severity) == ("backend.py", 7, "IM003", "error")
+
+
+def test_callers_write_what_a_getter_returns_across_files(tmp_path):
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/bufs.py": """
+                import torch
+
+                _BUFS = {}
+                _PAD = {}
+
+                def get_buffers(n):
+                    if n not in _BUFS:
+                        _BUFS[n] = (torch.empty(n), torch.empty(n))
+                    return _BUFS[n]
+
+                def get_pad(n):
+                    if n not in _PAD:
+                        _PAD[n] = torch.zeros(n)
+                    return _PAD[n]
+                """,
+            "pkg/use.py": """
+                from pkg.bufs import get_buffers, get_pad
+
+                def run(x, n):
+                    a, b = get_buffers(n)
+                    _kernel[(n,)](x, a, b)
+                    pad = get_pad(n)
+                    pad[:n].copy_(x)
+                """,
+        },
+    )
+    # Both tensors of the tuple are handed to the kernel; the pad is copied into.
+    assert sorted(_check(tmp_path)) == [
+        ("bufs.py", 9, "IM002", "warning"),
+        ("bufs.py", 9, "IM002", "warning"),
+        ("bufs.py", 14, "IM001", "error"),
+    ]
+
+
+def test_an_override_called_through_self_from_a_constructor_is_construction():
+    code = """
+    import torch
+
+    _ROPES = {}
+
+    def get_rope(n):
+        if n not in _ROPES:
+            _ROPES[n] = torch.arange(n)
+        _ROPES[n].add_(1)
+        return _ROPES[n]
+
+    class Attention:
+        def __init__(self, n):
+            self._init_rope(n)
+
+        def _init_rope(self, n):
+            self.rope = get_rope(n)
+
+    class Variant(Attention):
+        def _init_rope(self, n):
+            self.rope = get_rope(2 * n)
+    """
+    assert codes(code) == []
+    # Called from a forward pass too: first use, not construction.
+    called = code + "\n    def forward(n):\n        return get_rope(n)\n"
+    assert codes(called) == [(8, "IM001")]
