@@ -528,7 +528,10 @@ class Collector(cst.CSTVisitor):
                 f.container_uses.add(expr_text(receiver, f.self_name))
             args = [a for a in node.args if a.star == ""]
             rtext = expr_text(receiver, f.self_name)
-            if method == "setdefault" and len(args) >= 2:
+            if method == "append" and len(args) == 1 and not isinstance(receiver, cst.Call):
+                # A list kept beyond the call holds what is appended (``self._pool``).
+                self._store("append", f"{rtext}[]", rtext, receiver, args[0].value)
+            elif method == "setdefault" and len(args) >= 2:
                 key = expr_text(args[0].value, f.self_name)
                 self._store("setdefault", f"{rtext}[{key}]", rtext, receiver, args[1].value)
             elif method == "__setitem__" and len(args) >= 2:

@@ -77,3 +77,15 @@ def external_writer(qualified: str, roots: frozenset[str] | set[str]) -> bool:
         and head not in roots
         and head not in READER_MODULES
     )
+
+
+#: Methods that store a value into the container or object they are called on, as the
+#: model records them (``collect.py``) and narrowing looks for them (``narrow.py``):
+#: method -> the store's kind (``sites.persistent`` decides by kind).
+STORE_METHODS: dict[str, str] = {
+    "setdefault": "setdefault",  # d.setdefault(k, v): the entry d[k], filled once
+    "update": "update",  # d.update(k=v) / d.update({k: v})
+    "__setitem__": "subscript",  # d.__setitem__(k, v)
+    "register_buffer": "register_buffer",  # module.register_buffer("name", t)
+    "append": "append",  # kept.append(t): a list kept beyond the call
+}

@@ -40,7 +40,12 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from imlint.kinds import CONSTRUCTORS, CONTAINER_CALLS, CONTAINER_METHODS
+from imlint.kinds import (
+    CONSTRUCTORS,
+    CONTAINER_CALLS,
+    CONTAINER_METHODS,
+    STORE_METHODS,
+)
 from imlint.options import AnalysisOptions
 from imlint.project import FileFacts
 from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_ALLOCATORS, TORCH_COMPUTE, TORCH_FACTORIES
@@ -54,8 +59,8 @@ _FROM_TORCH = re.compile(r"\bfrom\s+torch\b")
 _LINES = re.compile(r"(?<=\n)")
 #: Calls that fill storage (the model's ``setdefault``/``update``/``__setitem__``/
 #: ``register_buffer``/``setattr`` stores) and ``:=``: expressions to look inside.
-_STORE_CALLS = frozenset({"setdefault", "update", "__setitem__", "register_buffer"})
-_TRIGGER = re.compile(r"setdefault|update|__setitem__|register_buffer|setattr|:=")
+_STORE_CALLS = frozenset(STORE_METHODS)
+_TRIGGER = re.compile("|".join(sorted(STORE_METHODS)) + r"|setattr|:=")
 
 
 @dataclass(eq=False)
@@ -409,7 +414,7 @@ def _scan(unit: _Unit, triggers: set[int], containers: _Containers, cache_names:
                             if func.attr == "__setitem__":
                                 if containers.known(func.value, node):
                                     roots.append((func.value, None, key))
-                            elif func.attr == "setdefault":
+                            elif func.attr in ("setdefault", "append"):
                                 roots.append((func.value, None, key))
                             elif func.attr == "update":
                                 roots.append((func.value, None, None))

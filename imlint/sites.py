@@ -33,6 +33,9 @@ def persistent(store: Store, fa: FunctionAnalysis) -> bool:
         return not f.is_constructor
     if store.kind in ("setdefault", "update"):
         return True
+    if store.kind == "append":
+        # A list the function does not make: on self, a global, handed in.
+        return kind in ("self", "global", "param", "closure")
     if store.kind == "subscript":
         container = store.container or ""
         if f.is_constructor and container.startswith("self.__dict__"):

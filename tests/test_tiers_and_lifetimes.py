@@ -344,3 +344,23 @@ def test_an_override_called_through_self_from_a_constructor_is_construction():
     # Called from a forward pass too: first use, not construction.
     called = code + "\n    def forward(n):\n        return get_rope(n)\n"
     assert codes(called) == [(8, "IM001")]
+
+
+def test_appending_to_a_kept_list_is_a_store():
+    code = """
+    import torch
+
+    class Meta:
+        def scales(self, values, device):
+            if not self.k_scales:
+                for v in values:
+                    self.k_scales.append(torch.tensor([v], device=device))
+            return self.k_scales
+
+    def local(n):
+        out = []
+        if n:
+            out.append(torch.empty(n))
+        return out
+    """
+    assert codes(code) == [(8, "IM005")]
