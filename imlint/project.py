@@ -544,13 +544,13 @@ class _Summarizer(_FastVisitor):
                 scope.kept.extend(node.args)
                 scope.kept.extend(kw.value for kw in node.keywords)
             return
-        if not any(isinstance(a, (ast.Call, ast.Name)) for a in node.args) and not node.keywords:
-            return
+        # Only what may be a new object: a call, or a name bound to one.
+        assigned = scope.assigned
         for i, arg in enumerate(node.args):
-            if isinstance(arg, (ast.Call, ast.Name)):
+            if _made_here(arg, assigned):
                 scope.handed.append((arg, f"handed:{text}:{i}"))
         for kw in node.keywords:
-            if kw.arg is not None and isinstance(kw.value, (ast.Call, ast.Name)):
+            if kw.arg is not None and _made_here(kw.value, assigned):
                 scope.handed.append((kw.value, f"handed:{text}:{kw.arg}"))
 
     def _param_writes(self, node: ast.Call, text: str, launch: bool, scope: _Scope) -> None:
@@ -558,9 +558,11 @@ class _Summarizer(_FastVisitor):
         on ``self``, or got back from a call: writes them in place, stores to them from a
         Triton kernel, or hands them on (see ``imlint/writes.py``)."""
         func = node.func
-        q = self.qualify(text)
         if isinstance(func, ast.Attribute) and not launch and is_inplace_name(func.attr):
             self._wrote(func.value, "torch", scope)
+        if not node.args and not node.keywords:
+            return
+        q = self.qualify(text)
         torch_op = q.startswith("torch.") and not q.startswith("torch.ops.")
         for kw in node.keywords:
             if kw.arg == "out":
@@ -883,6 +885,15 @@ def _owner(expr: ast.expr, scope: _Scope) -> str | None:
     return expr.id if expr.id in scope.params else None
 
 
+def _made_here(expr: ast.expr, assigned: dict[str, list[ast.expr]]) -> bool:
+    """A call, or a name bound to a call's result in this scope."""
+    if isinstance(expr, ast.Call):
+        return True
+    return isinstance(expr, ast.Name) and any(
+        isinstance(v, ast.Call) for v in assigned.get(expr.id, ())
+    )
+
+
 def _is_raw_pointer(expr: ast.expr) -> bool:
     return (
         isinstance(expr, ast.Call)
@@ -1087,6 +1098,8 @@ class ProjectIndex:
         self.unresolved_total = 0
         self._resolved: dict[tuple[str, str, str], Target | None] = {}
         self._children: dict[Target, set[Target]] | None = None
+        self._callers_of: dict[Target, list[tuple[Target, str]]] = {}
+        self._grouped: dict[int, dict[str, set[str]]] = {}
         self._build()
 
     # ---- resolution
@@ -1153,7 +1166,10 @@ class ProjectIndex:
         """The calls that may reach ``target``: its own callers and, for a method that
         overrides a base class's, the calls through ``self`` to that method (virtual
         dispatch: ``self._init_rope()`` in the base's ``__init__`` runs the override)."""
-        found = list(self.callers.get(target, ()))
+        known = self._callers_of.get(target)
+        if known is not None:
+            return known
+        found = self._callers_of[target] = list(self.callers.get(target, ()))
         s = self.modules.get(target[0])
         d = s.defs.get(target[1]) if s is not None else None
         if s is None or d is None or not d.cls:
@@ -1473,8 +1489,8 @@ class ProjectIndex:
             for d in s.defs.values()
             if (s.module, d.qual) in self.result_writes
         }
-        construction = {q for m, q in self.construction if m == s.module}
-        per_call = {q for m, q in self.lifetimes.per_call if m == s.module}
+        construction = self._by_module(self.construction).get(s.module, ())
+        per_call = self._by_module(self.lifetimes.per_call).get(s.module, ())
         return FileFacts(
             allocators,
             helpers,
@@ -1491,6 +1507,16 @@ class ProjectIndex:
             object_writes,
             returned_writes,
         )
+
+    def _by_module(self, targets: set[Target]) -> dict[str, set[str]]:
+        """``targets`` grouped by module (computed once per set)."""
+        key = id(targets)
+        found = self._grouped.get(key)
+        if found is None:
+            found = self._grouped[key] = {}
+            for module, qual in targets:
+                found.setdefault(module, set()).add(qual)
+        return found
 
     def _object_writes(self, cls: Target) -> tuple[str, str] | None:
         """How the methods of a class (and its bases) write the tensors its instances

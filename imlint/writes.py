@@ -103,7 +103,7 @@ def param_writes(index: ProjectIndex) -> dict[Target, dict[str, str]]:
     to a Triton launch or to a callable from outside the project may be written by a
     kernel; handed to the project's own code, it is written as that code writes it."""
     out: dict[Target, dict[str, str]] = {}
-    passes: list[tuple[Target, str, Target | None, str]] = []
+    passes: list[tuple[Target, str, Target | None, str | None]] = []
     for s in index.summaries:
         for d in s.defs.values():
             me = (s.module, d.qual)
@@ -115,14 +115,14 @@ def param_writes(index: ProjectIndex) -> dict[Target, dict[str, str]]:
                 target = index.resolve(s, d, text)
                 if target is None and not (launch or index.is_external(s, text)):
                     continue  # project code the index cannot see into: taken to read
-                passes.append((me, param, target, key))
+                name = index.param_name(target, key) if target is not None else None
+                passes.append((me, param, target, name))
     changed = True
     while changed:
         changed = False
-        for me, param, target, key in passes:
+        for me, param, target, name in passes:
             written: str | None = KERNEL_WRITE
             if target is not None:
-                name = index.param_name(target, key)
                 written = out.get(target, {}).get(name) if name is not None else None
             if written is not None and _join(out.setdefault(me, {}), param, written):
                 changed = True
