@@ -475,8 +475,8 @@ def test_fixtures_differ_from_module_only_by_guards(fixture: str) -> None:
     assert fixed == "".join(rewrapped)
     markers = [line for line in before.splitlines() if "# expect:" in line]
     expected = {
-        "page_split_unguarded_both": ["IM005", "IM001"],
-        "page_split_unguarded_dst": ["IM005"],
+        "page_split_unguarded_both": ["IM002", "IM001"],
+        "page_split_unguarded_dst": ["IM002"],
     }
     assert [m.split("# expect: ")[1] for m in markers] == expected[fixture]
     assert all("torch.empty(" in m for m in markers)
