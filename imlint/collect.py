@@ -8,11 +8,11 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import libcst as cst
 
-from imlint.kinds import CONTAINER_METHODS, DERIVED_METHODS
+from imlint.allocations import SiteFinder
+from imlint.handoffs import CallWrites
+from imlint.kinds import CONTAINER_METHODS
 from imlint.names import (
     INFERENCE_MODE_NAMES,
-    TENSOR_NEW_METHODS,
-    TORCH_ALLOCATORS,
     ImportMap,
     dotted_name,
     expr_text,
@@ -24,7 +24,6 @@ from imlint.options import AnalysisOptions
 from imlint.positions import EMPTY_MODULE, Positions
 from imlint.project import NO_FACTS, FileFacts
 from imlint.semantic import (
-    KERNEL_WRITE,
     TORCH_WRITE,
     AllocationSite,
     ClassModel,
@@ -37,11 +36,11 @@ from imlint.semantic import (
     Store,
 )
 from imlint.values import is_container, is_fresh, is_none
-from imlint.vocabulary import CACHE_DECORATORS, SIZED_FACTORIES
+from imlint.vocabulary import CACHE_DECORATORS
 from imlint.walk import walk
 
 
-class Collector(cst.CSTVisitor):
+class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
     def __init__(
         self, options: AnalysisOptions, positions: Positions, facts: FileFacts = NO_FACTS
     ) -> None:
@@ -563,224 +562,6 @@ class Collector(cst.CSTVisitor):
             target = f"{otext}.{name}" if name else f"{otext}.<{expr_text(node.args[1].value)}>"
             self._store("setattr", target, None, obj, node.args[2].value)
 
-    def _call_writes(self, node: cst.Call, f: FunctionModel) -> None:
-        """The writes a call makes into tensors it is handed (see :class:`InplaceWrite`)."""
-        func = node.func
-        launch = isinstance(func, cst.Subscript)  # ``kernel[grid](...)``: a Triton launch
-        callee = func.value if isinstance(func, cst.Subscript) else func
-        q = self.imports.qualify(callee) or ""
-        torch_op = q.startswith("torch.") and not q.startswith("torch.ops.")
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value == "out":
-                kind = TORCH_WRITE if torch_op or _tensor_method(func) else KERNEL_WRITE
-                outs = (
-                    arg.value.elements
-                    if isinstance(arg.value, (cst.Tuple, cst.List))
-                    else [arg.value]
-                )
-                for o in outs:
-                    v = o.value if isinstance(o, cst.BaseElement) else o
-                    self._write(v, f"out={expr_text(v, f.self_name)}", at=node, kind=kind)
-        if isinstance(func, cst.Attribute):
-            method = func.attr.value
-            if is_inplace_method(method):
-                receiver = func.value
-                text = f"{expr_text(receiver, f.self_name)}.{method}()"
-                self._write(receiver, text, at=node)
-            if torch_op:
-                if is_inplace_method(method) and node.args and node.args[0].keyword is None:
-                    first = node.args[0].value  # ``torch.index_put_(x, ...)``
-                    self._write(first, f"{q}({expr_text(first, f.self_name)}, ...)", at=node)
-                return
-        if not torch_op:
-            self._raw_pointers(node, f)
-        written = self._handed_writes(callee, launch, q)
-        if not written:
-            return
-        if written.get("*") == KERNEL_WRITE:
-            self._callbacks(node, f)
-        for i, arg in enumerate(a for a in node.args if a.keyword is None and a.star == ""):
-            how = written.get(str(i), written.get("*"))
-            if how is not None and _is_handle(arg.value):
-                text = f"{expr_text(func, f.self_name)}(..., {expr_text(arg.value, f.self_name)})"
-                self._write(arg.value, text, at=node, kind=how)
-        for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value != "out" and _is_handle(arg.value):
-                how = written.get(arg.keyword.value, written.get("*"))
-                if how is not None:
-                    text = f"{expr_text(func, f.self_name)}({arg.keyword.value}=...)"
-                    self._write(arg.value, text, at=node, kind=how)
-
-    def _raw_pointers(self, node: cst.Call, f: FunctionModel) -> None:
-        """``op(buf.data_ptr(), n)``: code handed a raw pointer may write through it,
-        from a kernel, out of the dispatcher's sight."""
-        for arg in node.args:
-            v = arg.value
-            if (
-                isinstance(v, cst.Call)
-                and isinstance(v.func, cst.Attribute)
-                and v.func.attr.value == "data_ptr"
-                and _is_handle(v.func.value)
-            ):
-                text = f"{expr_text(node.func, f.self_name)}(..., {expr_text(v, f.self_name)})"
-                self._write(v.func.value, text, at=node, kind=KERNEL_WRITE)
-
-    def _callbacks(self, node: cst.Call, f: FunctionModel) -> None:
-        """Functions handed by name to code outside the project: what they return reaches
-        that code, which may write it (``split(kv, get_dst=get_dst_buffer)``)."""
-        for arg in node.args:
-            value = arg.value
-            if isinstance(value, cst.Name) and not f.is_local(value.value):
-                text = f"{expr_text(node.func, f.self_name)}(..., {value.value})"
-                self._locate(node)
-                self.callbacks.setdefault(
-                    value.value,
-                    InplaceWrite(
-                        value, text, self._snapshot(), self._next(), node, f, self.positions,
-                        KERNEL_WRITE,
-                    ),
-                )  # fmt: skip
-
-    def _handed_writes(self, callee: cst.BaseExpression, launch: bool, q: str) -> dict[str, str]:
-        """What a call writes of the tensors handed to it: parameter position or name ->
-        write kind (``*``: any). Project code says so in the facts; a Triton launch or a
-        callable imported from outside the project (``torch.ops`` included) may write any
-        of them, from a kernel; anything else is taken to read them."""
-        key = self.call_key(callee)
-        if key is not None:
-            known = self.facts.param_writes.get(key)
-            if known is not None:
-                return dict(known)
-        local = (dotted_name(callee) or "").split(".", 1)[0]
-        if launch or q.startswith("torch.ops.") or local in self.facts.external:
-            return {"*": KERNEL_WRITE}
-        return {}  # project code the index cannot see into, a builtin: taken to read
-
-    def _add_site(
-        self,
-        node: cst.Call,
-        allocator: str,
-        chain: str | None,
-        object_result: bool,
-        report_node: cst.CSTNode | None = None,
-        helper: bool = False,
-    ) -> AllocationSite:
-        f = self.func
-        assert f is not None
-        stmt = self._stmt[-1] if self._stmt else None
-        self._locate(node)
-        if report_node is not None:
-            self._locate(report_node)
-        if stmt is not None:
-            self._locate(stmt)
-        site = AllocationSite(
-            call=node,
-            allocator=allocator,
-            function=f,
-            frames=self._snapshot(),
-            stmt=stmt if isinstance(stmt, cst.SimpleStatementLine) else None,
-            suite=stmt if isinstance(stmt, cst.SimpleStatementSuite) else None,
-            order=self._next(),
-            positions=self.positions,
-            chain=chain,
-            object_result=object_result,
-            report_node=report_node,
-            helper=helper,
-        )
-        f.allocations.append(site)
-        self.allocations.append(site)
-        return site
-
-    def call_key(self, func: cst.BaseExpression) -> str | None:
-        """A call's callee as the project index spells it (see ``FileFacts``)."""
-        f = self.func
-        text = dotted_name(func)
-        if text is None or f is None:
-            return None
-        head, _, rest = text.partition(".")
-        if f.self_name is not None and head == f.self_name:
-            return f"{f.cls.name}|self.{rest}" if f.cls is not None and rest else None
-        return text
-
-    def _allocator(self, node: cst.Call) -> tuple[str, str | None, bool] | None:
-        """(allocator, chain, returns an object) for a call that allocates, else None.
-
-        The chain is None for torch's own factories; IM003 reads the others: configured
-        allocators and the project's allocating callables.
-        """
-        if _zero_elements(node):
-            return None  # ``torch.empty(0)``: a placeholder, not a buffer
-        func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_NEW_METHODS:
-            return f".{func.attr.value}", None, False
-        q = self.imports.qualify(func)
-        if q is None:
-            return None
-        head, _, rest = q.partition(".")
-        if head == "torch" and rest in TORCH_ALLOCATORS:
-            return q, None, False
-        if self.options.extra_allocators and name_matches(q, self.options.extra_allocators):
-            last = q.rsplit(".", 1)[-1]
-            return q, f"`{q}` is a configured allocator (extra-allocators)", last[:1].isupper()
-        if self.facts.allocators:
-            key = self.call_key(func)
-            known = self.facts.allocators.get(key) if key is not None else None
-            if known is not None:
-                return q, known[0], known[1]
-        return None
-
-    def _helper_site(self, node: cst.Call, f: FunctionModel) -> None:
-        """A factory handed to a get-or-create helper that keeps what it returns."""
-        key = self.call_key(node.func)
-        helper = self.facts.helpers.get(key) if key is not None else None
-        if helper is None:
-            return
-        position, param, name, stored = helper
-        positional = [a for a in node.args if a.keyword is None and a.star == ""]
-        arg: cst.BaseExpression | None = None
-        for a in node.args:
-            if a.keyword is not None and a.keyword.value == param:
-                arg = a.value
-        if arg is None and 0 <= position < len(positional):
-            arg = positional[position].value
-        if arg is None:
-            return
-        inner, via = self._factory_allocation(arg)
-        if via is None:
-            return
-        chain = (
-            f"`{name}` keeps what its factory `{param}` returns in `{stored}`; the factory {via}"
-        )
-        self._add_site(node, name, chain, False, report_node=inner, helper=True)
-
-    def _factory_allocation(self, arg: cst.BaseExpression) -> tuple[cst.CSTNode | None, str | None]:
-        """Where a factory argument allocates, and how (None: it does not)."""
-        if isinstance(arg, cst.Lambda):
-            for n in walk(arg.body):
-                if isinstance(n, cst.Call):
-                    found = self._allocator(n)
-                    if found is not None:
-                        return n, f"allocates via {found[1] or found[0]}"
-            return None, None
-        if isinstance(arg, cst.Call):
-            q = self.imports.qualify(arg.func) or ""
-            if q.rsplit(".", 1)[-1] == "partial" and arg.args:
-                target = arg.args[0].value
-                tq = self.imports.qualify(target) or ""
-                head, _, rest = tq.partition(".")
-                if head == "torch" and rest in TORCH_ALLOCATORS:
-                    return arg, f"is `partial({tq}, ...)`"
-                key = self.call_key(target)
-                known = self.facts.allocators.get(key) if key is not None else None
-                if known is not None:
-                    return arg, f"is `partial({key}, ...)`: {known[0]}"
-            return None, None
-        key = self.call_key(arg)
-        known = self.facts.allocators.get(key) if key is not None else None
-        if known is not None:
-            return None, f"`{key}`: {known[0]}"
-        return None, None
-
 
 def _module_level_imports(body: Sequence[cst.CSTNode]) -> Iterator[cst.Import | cst.ImportFrom]:
     """Imports executed at module level, also inside module-level ``if``/``try`` blocks."""
@@ -799,33 +580,6 @@ def _module_level_imports(body: Sequence[cst.CSTNode]) -> Iterator[cst.Import | 
                             yield from _module_level_imports(grandchild.body)
 
 
-def _zero_elements(node: cst.Call) -> bool:
-    """Whether a sized factory call has a literal 0 in its size: an empty placeholder."""
-    func = node.func
-    name = (
-        func.attr.value
-        if isinstance(func, cst.Attribute)
-        else func.value
-        if isinstance(func, cst.Name)
-        else ""
-    )
-    if name == "tensor" and node.args and node.args[0].keyword is None:
-        first = node.args[0].value  # ``torch.tensor([])``: an empty placeholder
-        return isinstance(first, (cst.List, cst.Tuple)) and not first.elements
-    if (
-        name not in SIZED_FACTORIES
-        or name.endswith("_like")
-        or not node.args
-        or node.args[0].keyword is not None
-    ):
-        return False
-    first = node.args[0].value
-    dims = (
-        [el.value for el in first.elements] if isinstance(first, (cst.Tuple, cst.List)) else [first]
-    )
-    return any(isinstance(d, cst.Integer) and d.value == "0" for d in dims)
-
-
 def _string_keyed(target: cst.Subscript) -> bool:
     """``x["key"]``: a tensor cannot be indexed by a string, so ``x`` is a mapping."""
     return len(target.slice) == 1 and isinstance(
@@ -841,23 +595,3 @@ def _calls_is_inference(test: cst.BaseExpression) -> bool:
             if name == "is_inference":
                 return True
     return False
-
-
-def is_inplace_method(method: str) -> bool:
-    """``zero_``, ``copy_``: torch's in-place methods end in one underscore."""
-    return method.endswith("_") and not method.startswith("_") and len(method) > 1
-
-
-def _tensor_method(func: cst.BaseExpression) -> bool:
-    """``x.add(y, out=z)``: a method (not a module's function) taking ``out=``."""
-    return isinstance(func, cst.Attribute) and not isinstance(func.value, cst.Name)
-
-
-def _is_handle(expr: cst.BaseExpression) -> bool:
-    """An argument that can name storage: ``buf``, ``self._buf``, ``ws[k]``, ``buf[:n]``,
-    ``buf.view(-1)``."""
-    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-        if expr.func.attr.value not in DERIVED_METHODS:
-            return False
-        expr = expr.func.value
-    return isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript))

@@ -89,3 +89,8 @@ STORE_METHODS: dict[str, str] = {
     "register_buffer": "register_buffer",  # module.register_buffer("name", t)
     "append": "append",  # kept.append(t): a list kept beyond the call
 }
+
+
+def is_inplace_name(name: str) -> bool:
+    """``zero_``, ``copy_``, ``index_put_``: torch's in-place ops end in one underscore."""
+    return name.endswith("_") and not name.startswith("_") and len(name) > 1

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 
-from imlint.kinds import DERIVED_METHODS, external_writer
+from imlint.kinds import DERIVED_METHODS, external_writer, is_inplace_name
 from imlint.lifetimes import Lifetimes, construction_only
 from imlint.options import AnalysisOptions
 from imlint.vocabulary import (
@@ -853,11 +853,6 @@ _TRITON_STORES = frozenset(
     {"store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas",
      "atomic_and", "atomic_or", "atomic_xor"}
 )  # fmt: skip
-
-
-def is_inplace_name(name: str) -> bool:
-    """``zero_``, ``copy_``, ``index_put_``: torch's in-place ops end in one underscore."""
-    return name.endswith("_") and not name.startswith("_") and len(name) > 1
 
 
 def _owner(expr: ast.expr, scope: _Scope) -> str | None:

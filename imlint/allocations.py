@@ -1,0 +1,193 @@
+"""Allocation sites, as the collecting walk finds them: torch's factories and computing
+functions, ``new_*`` and ``clone()``, configured allocators, the project's allocating
+callables (``FileFacts.allocators``: IM003), and factories handed to get-or-create
+helpers (``FileFacts.helpers``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from imlint.names import TENSOR_NEW_METHODS, TORCH_ALLOCATORS, ImportMap, dotted_name, name_matches
+from imlint.options import AnalysisOptions
+from imlint.positions import Positions
+from imlint.project import FileFacts
+from imlint.semantic import AllocationSite, Frames, FunctionModel
+from imlint.vocabulary import SIZED_FACTORIES
+from imlint.walk import walk
+
+
+class SiteFinder:
+    """The collector's allocation sites (a mixin of :class:`imlint.collect.Collector`,
+    which owns the state below)."""
+
+    imports: ImportMap
+    facts: FileFacts
+    options: AnalysisOptions
+    positions: Positions
+    allocations: list[AllocationSite]
+    _stmt: list[cst.SimpleStatementLine | cst.SimpleStatementSuite]
+
+    if TYPE_CHECKING:
+
+        @property
+        def func(self) -> FunctionModel | None: ...
+
+        def _locate(self, node: cst.CSTNode) -> None: ...
+
+        def _snapshot(self) -> Frames: ...
+
+        def _next(self) -> int: ...
+
+    def _add_site(
+        self,
+        node: cst.Call,
+        allocator: str,
+        chain: str | None,
+        object_result: bool,
+        report_node: cst.CSTNode | None = None,
+        helper: bool = False,
+    ) -> AllocationSite:
+        f = self.func
+        assert f is not None
+        stmt = self._stmt[-1] if self._stmt else None
+        self._locate(node)
+        if report_node is not None:
+            self._locate(report_node)
+        if stmt is not None:
+            self._locate(stmt)
+        site = AllocationSite(
+            call=node,
+            allocator=allocator,
+            function=f,
+            frames=self._snapshot(),
+            stmt=stmt if isinstance(stmt, cst.SimpleStatementLine) else None,
+            suite=stmt if isinstance(stmt, cst.SimpleStatementSuite) else None,
+            order=self._next(),
+            positions=self.positions,
+            chain=chain,
+            object_result=object_result,
+            report_node=report_node,
+            helper=helper,
+        )
+        f.allocations.append(site)
+        self.allocations.append(site)
+        return site
+
+    def call_key(self, func: cst.BaseExpression) -> str | None:
+        """A call's callee as the project index spells it (see ``FileFacts``)."""
+        f = self.func
+        text = dotted_name(func)
+        if text is None or f is None:
+            return None
+        head, _, rest = text.partition(".")
+        if f.self_name is not None and head == f.self_name:
+            return f"{f.cls.name}|self.{rest}" if f.cls is not None and rest else None
+        return text
+
+    def _allocator(self, node: cst.Call) -> tuple[str, str | None, bool] | None:
+        """(allocator, chain, returns an object) for a call that allocates, else None.
+
+        The chain is None for torch's own factories; IM003 reads the others: configured
+        allocators and the project's allocating callables.
+        """
+        if zero_elements(node):
+            return None  # ``torch.empty(0)``: a placeholder, not a buffer
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_NEW_METHODS:
+            return f".{func.attr.value}", None, False
+        q = self.imports.qualify(func)
+        if q is None:
+            return None
+        head, _, rest = q.partition(".")
+        if head == "torch" and rest in TORCH_ALLOCATORS:
+            return q, None, False
+        if self.options.extra_allocators and name_matches(q, self.options.extra_allocators):
+            last = q.rsplit(".", 1)[-1]
+            return q, f"`{q}` is a configured allocator (extra-allocators)", last[:1].isupper()
+        if self.facts.allocators:
+            key = self.call_key(func)
+            known = self.facts.allocators.get(key) if key is not None else None
+            if known is not None:
+                return q, known[0], known[1]
+        return None
+
+    def _helper_site(self, node: cst.Call, f: FunctionModel) -> None:
+        """A factory handed to a get-or-create helper that keeps what it returns."""
+        key = self.call_key(node.func)
+        helper = self.facts.helpers.get(key) if key is not None else None
+        if helper is None:
+            return
+        position, param, name, stored = helper
+        positional = [a for a in node.args if a.keyword is None and a.star == ""]
+        arg: cst.BaseExpression | None = None
+        for a in node.args:
+            if a.keyword is not None and a.keyword.value == param:
+                arg = a.value
+        if arg is None and 0 <= position < len(positional):
+            arg = positional[position].value
+        if arg is None:
+            return
+        inner, via = self._factory_allocation(arg)
+        if via is None:
+            return
+        chain = (
+            f"`{name}` keeps what its factory `{param}` returns in `{stored}`; the factory {via}"
+        )
+        self._add_site(node, name, chain, False, report_node=inner, helper=True)
+
+    def _factory_allocation(self, arg: cst.BaseExpression) -> tuple[cst.CSTNode | None, str | None]:
+        """Where a factory argument allocates, and how (None: it does not)."""
+        if isinstance(arg, cst.Lambda):
+            for n in walk(arg.body):
+                if isinstance(n, cst.Call):
+                    found = self._allocator(n)
+                    if found is not None:
+                        return n, f"allocates via {found[1] or found[0]}"
+            return None, None
+        if isinstance(arg, cst.Call):
+            q = self.imports.qualify(arg.func) or ""
+            if q.rsplit(".", 1)[-1] == "partial" and arg.args:
+                target = arg.args[0].value
+                tq = self.imports.qualify(target) or ""
+                head, _, rest = tq.partition(".")
+                if head == "torch" and rest in TORCH_ALLOCATORS:
+                    return arg, f"is `partial({tq}, ...)`"
+                key = self.call_key(target)
+                known = self.facts.allocators.get(key) if key is not None else None
+                if known is not None:
+                    return arg, f"is `partial({key}, ...)`: {known[0]}"
+            return None, None
+        key = self.call_key(arg)
+        known = self.facts.allocators.get(key) if key is not None else None
+        if known is not None:
+            return None, f"`{key}`: {known[0]}"
+        return None, None
+
+
+def zero_elements(node: cst.Call) -> bool:
+    """Whether a sized factory call has a literal 0 in its size: an empty placeholder."""
+    func = node.func
+    name = (
+        func.attr.value
+        if isinstance(func, cst.Attribute)
+        else func.value
+        if isinstance(func, cst.Name)
+        else ""
+    )
+    if name == "tensor" and node.args and node.args[0].keyword is None:
+        first = node.args[0].value  # ``torch.tensor([])``: an empty placeholder
+        return isinstance(first, (cst.List, cst.Tuple)) and not first.elements
+    if (
+        name not in SIZED_FACTORIES
+        or name.endswith("_like")
+        or not node.args
+        or node.args[0].keyword is not None
+    ):
+        return False
+    first = node.args[0].value
+    dims = (
+        [el.value for el in first.elements] if isinstance(first, (cst.Tuple, cst.List)) else [first]
+    )
+    return any(isinstance(d, cst.Integer) and d.value == "0" for d in dims)

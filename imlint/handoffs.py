@@ -1,0 +1,156 @@
+"""What a call writes of the tensors handed to it, as the collecting walk records it.
+
+A torch in-place method or ``out=`` to a torch op is a torch write; a Triton launch,
+``out=`` to a non-torch callable, a raw pointer (``x.data_ptr()``) or a tensor handed to
+code from outside the project is a kernel write; project code writes what the project
+index says it writes of its arguments (``FileFacts.param_writes``). A module function
+handed by name to outside code hands it what the function returns (a callback).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from imlint.kinds import DERIVED_METHODS, is_inplace_name
+from imlint.names import ImportMap, dotted_name, expr_text
+from imlint.positions import Positions
+from imlint.project import FileFacts
+from imlint.semantic import KERNEL_WRITE, TORCH_WRITE, Frames, FunctionModel, InplaceWrite
+
+
+class CallWrites:
+    """The collector's handling of calls that may write their arguments (a mixin of
+    :class:`imlint.collect.Collector`, which owns the state below)."""
+
+    imports: ImportMap
+    facts: FileFacts
+    positions: Positions
+    callbacks: dict[str, InplaceWrite]
+
+    if TYPE_CHECKING:
+
+        def call_key(self, func: cst.BaseExpression) -> str | None: ...
+
+        def _write(
+            self,
+            handle: cst.BaseExpression,
+            text: str,
+            at: cst.CSTNode | None = None,
+            kind: str = TORCH_WRITE,
+        ) -> None: ...
+
+        def _locate(self, node: cst.CSTNode) -> None: ...
+
+        def _snapshot(self) -> Frames: ...
+
+        def _next(self) -> int: ...
+
+    def _call_writes(self, node: cst.Call, f: FunctionModel) -> None:
+        """The writes a call makes into tensors it is handed (see :class:`InplaceWrite`)."""
+        func = node.func
+        launch = isinstance(func, cst.Subscript)  # ``kernel[grid](...)``: a Triton launch
+        callee = func.value if isinstance(func, cst.Subscript) else func
+        q = self.imports.qualify(callee) or ""
+        torch_op = q.startswith("torch.") and not q.startswith("torch.ops.")
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == "out":
+                kind = TORCH_WRITE if torch_op or _tensor_method(func) else KERNEL_WRITE
+                outs = (
+                    arg.value.elements
+                    if isinstance(arg.value, (cst.Tuple, cst.List))
+                    else [arg.value]
+                )
+                for o in outs:
+                    v = o.value if isinstance(o, cst.BaseElement) else o
+                    self._write(v, f"out={expr_text(v, f.self_name)}", at=node, kind=kind)
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if is_inplace_name(method):
+                receiver = func.value
+                text = f"{expr_text(receiver, f.self_name)}.{method}()"
+                self._write(receiver, text, at=node)
+            if torch_op:
+                if is_inplace_name(method) and node.args and node.args[0].keyword is None:
+                    first = node.args[0].value  # ``torch.index_put_(x, ...)``
+                    self._write(first, f"{q}({expr_text(first, f.self_name)}, ...)", at=node)
+                return
+        if not torch_op:
+            self._raw_pointers(node, f)
+        written = self._handed_writes(callee, launch, q)
+        if not written:
+            return
+        if written.get("*") == KERNEL_WRITE:
+            self._callbacks(node, f)
+        for i, arg in enumerate(a for a in node.args if a.keyword is None and a.star == ""):
+            how = written.get(str(i), written.get("*"))
+            if how is not None and _is_handle(arg.value):
+                text = f"{expr_text(func, f.self_name)}(..., {expr_text(arg.value, f.self_name)})"
+                self._write(arg.value, text, at=node, kind=how)
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value != "out" and _is_handle(arg.value):
+                how = written.get(arg.keyword.value, written.get("*"))
+                if how is not None:
+                    text = f"{expr_text(func, f.self_name)}({arg.keyword.value}=...)"
+                    self._write(arg.value, text, at=node, kind=how)
+
+    def _raw_pointers(self, node: cst.Call, f: FunctionModel) -> None:
+        """``op(buf.data_ptr(), n)``: code handed a raw pointer may write through it,
+        from a kernel, out of the dispatcher's sight."""
+        for arg in node.args:
+            v = arg.value
+            if (
+                isinstance(v, cst.Call)
+                and isinstance(v.func, cst.Attribute)
+                and v.func.attr.value == "data_ptr"
+                and _is_handle(v.func.value)
+            ):
+                text = f"{expr_text(node.func, f.self_name)}(..., {expr_text(v, f.self_name)})"
+                self._write(v.func.value, text, at=node, kind=KERNEL_WRITE)
+
+    def _callbacks(self, node: cst.Call, f: FunctionModel) -> None:
+        """Functions handed by name to code outside the project: what they return reaches
+        that code, which may write it (``split(kv, get_dst=get_dst_buffer)``)."""
+        for arg in node.args:
+            value = arg.value
+            if isinstance(value, cst.Name) and not f.is_local(value.value):
+                text = f"{expr_text(node.func, f.self_name)}(..., {value.value})"
+                self._locate(node)
+                self.callbacks.setdefault(
+                    value.value,
+                    InplaceWrite(
+                        value, text, self._snapshot(), self._next(), node, f, self.positions,
+                        KERNEL_WRITE,
+                    ),
+                )  # fmt: skip
+
+    def _handed_writes(self, callee: cst.BaseExpression, launch: bool, q: str) -> dict[str, str]:
+        """What a call writes of the tensors handed to it: parameter position or name ->
+        write kind (``*``: any). Project code says so in the facts; a Triton launch or a
+        callable imported from outside the project (``torch.ops`` included) may write any
+        of them, from a kernel; anything else is taken to read them."""
+        key = self.call_key(callee)
+        if key is not None:
+            known = self.facts.param_writes.get(key)
+            if known is not None:
+                return dict(known)
+        local = (dotted_name(callee) or "").split(".", 1)[0]
+        if launch or q.startswith("torch.ops.") or local in self.facts.external:
+            return {"*": KERNEL_WRITE}
+        return {}  # project code the index cannot see into, a builtin: taken to read
+
+
+def _tensor_method(func: cst.BaseExpression) -> bool:
+    """``x.add(y, out=z)``: a method (not a module's function) taking ``out=``."""
+    return isinstance(func, cst.Attribute) and not isinstance(func.value, cst.Name)
+
+
+def _is_handle(expr: cst.BaseExpression) -> bool:
+    """An argument that can name storage: ``buf``, ``self._buf``, ``ws[k]``, ``buf[:n]``,
+    ``buf.view(-1)``."""
+    while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        if expr.func.attr.value not in DERIVED_METHODS:
+            return False
+        expr = expr.func.value
+    return isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript))
