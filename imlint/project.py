@@ -1208,7 +1208,7 @@ class ProjectIndex:
                     stack.append(child)
         return out
 
-    def is_external(self, s: FileSummary, text: str) -> bool:
+    def external_writes(self, s: FileSummary, text: str) -> bool:
         """Whether a call goes to an imported callable from outside the project that
         may write the tensors handed to it (see ``kinds.external_writer``)."""
         head = text.split(".", 1)[0]

@@ -113,7 +113,7 @@ def param_writes(index: ProjectIndex) -> dict[Target, dict[str, str]]:
                 launch = text.startswith("[]")
                 text = text.removeprefix("[]")
                 target = index.resolve(s, d, text)
-                if target is None and not (launch or index.is_external(s, text)):
+                if target is None and not (launch or index.external_writes(s, text)):
                     continue  # project code the index cannot see into: taken to read
                 name = index.param_name(target, key) if target is not None else None
                 passes.append((me, param, target, name))
@@ -167,6 +167,6 @@ def _handed_kind(
     callee = callee.removeprefix("[]")
     target = index.resolve(s, d, callee)
     if target is None:
-        return KERNEL_WRITE if launch or index.is_external(s, callee) else None
+        return KERNEL_WRITE if launch or index.external_writes(s, callee) else None
     name = index.param_name(target, key)
     return index.param_writes.get(target, {}).get(name) if name is not None else None
