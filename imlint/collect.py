@@ -60,6 +60,8 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
         self._stmt: list[cst.SimpleStatementLine | cst.SimpleStatementSuite] = []
         self._order = 0
         self.container_texts: set[str] = set()  # names/attributes assigned a dict or list
+        #: module-level names bound to a call of a bare name (``_POOL = _Pool()``)
+        self.instances: dict[str, str] = {}
         #: module functions handed by name to outside code, with the handing call
         self.callbacks: dict[str, InplaceWrite] = {}
         self.blocks: dict[int, tuple[int, int]] = {}
@@ -368,6 +370,13 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
                 self.container_texts.add(target.value)
                 if self._class[-1] is not None:
                     self.container_texts.add("self." + target.value)
+            elif (
+                isinstance(target, cst.Name)
+                and self._class[-1] is None
+                and isinstance(value, cst.Call)
+                and isinstance(value.func, cst.Name)
+            ):
+                self.instances[target.value] = value.func.value
             return
         if isinstance(target, cst.Name):
             name = target.value

@@ -78,7 +78,7 @@ class CallWrites:
                 return
         if not torch_op:
             self._raw_pointers(node, f)
-        written = self._handed_writes(callee, launch, q)
+        written = self._handed_writes(callee, launch, q, f)
         if not written:
             return
         if written.get("*") == KERNEL_WRITE:
@@ -125,7 +125,9 @@ class CallWrites:
                     ),
                 )  # fmt: skip
 
-    def _handed_writes(self, callee: cst.BaseExpression, launch: bool, q: str) -> dict[str, str]:
+    def _handed_writes(
+        self, callee: cst.BaseExpression, launch: bool, q: str, f: FunctionModel
+    ) -> dict[str, str]:
         """What a call writes of the tensors handed to it: parameter position or name ->
         write kind (``*``: any). Project code says so in the facts; a Triton launch or a
         callable imported from outside the project (``torch.ops`` included) may write any
@@ -136,7 +138,13 @@ class CallWrites:
             if known is not None:
                 return dict(known)
         local = (dotted_name(callee) or "").split(".", 1)[0]
-        if launch or q.startswith("torch.ops.") or local in self.facts.external:
+        external = self.facts.external
+        if (
+            launch
+            or q.startswith("torch.ops.")
+            or local in external
+            or f"{f.qualname}|{local}" in external
+        ):
             return {"*": KERNEL_WRITE}
         return {}  # project code the index cannot see into, a builtin: taken to read
 
@@ -148,9 +156,10 @@ def _tensor_method(func: cst.BaseExpression) -> bool:
 
 def _is_handle(expr: cst.BaseExpression) -> bool:
     """An argument that can name storage: ``buf``, ``self._buf``, ``ws[k]``, ``buf[:n]``,
-    ``buf.view(-1)``."""
+    ``buf.view(-1)``, or what a call hands back (``_get_counters(dev)``, which the model
+    resolves to a getter's cache when it is one)."""
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
         if expr.func.attr.value not in DERIVED_METHODS:
-            return False
+            return isinstance(expr.func.value, (cst.Name, cst.Attribute))
         expr = expr.func.value
-    return isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript))
+    return isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript, cst.Call))

@@ -16,7 +16,7 @@ from imlint.collect import Collector
 from imlint.options import AnalysisOptions
 from imlint.positions import Positions
 from imlint.project import NO_FACTS, FileFacts
-from imlint.semantic import ModuleModel, Store
+from imlint.semantic import FunctionModel, ModuleModel, Store
 from imlint.sites import (
     dropped,
     literal_key,
@@ -29,6 +29,22 @@ from imlint.sites import (
 from imlint.values import FunctionAnalysis, ModuleIndex
 from imlint.walk import visit_readonly
 from imlint.writes import find_writes
+
+
+def _members(collector: Collector) -> dict[tuple[str, str], FunctionModel]:
+    """``(receiver, method)`` -> the method ``receiver.method(...)`` calls, for a receiver
+    that is a class of the module (``Pool.get_buffers``) or a module-level instance of
+    one (``_POOL = Pool()``, then ``_POOL.get(...)``)."""
+    by_class = {c.name: c for c in collector.classes}
+    receivers = {name: name for name in by_class}
+    for name, made in collector.instances.items():
+        if made in by_class:
+            receivers[name] = made
+    out: dict[tuple[str, str], FunctionModel] = {}
+    for receiver, cls_name in receivers.items():
+        for f in by_class[cls_name].functions:
+            out[(receiver, f.name)] = f
+    return out
 
 
 def build_model(
@@ -52,6 +68,7 @@ def build_model(
         frozenset(q.rsplit(".", 1)[-1] for q in facts.per_call_classes),
         facts.construction,
         facts.returned_writes,
+        _members(collector),
     )
     analyses = {id(f): FunctionAnalysis(f, index) for f in collector.functions}
     index.analyses = analyses

@@ -73,6 +73,20 @@ def dotted_name(node: cst.BaseExpression) -> str | None:
     return ".".join(reversed(parts))
 
 
+#: Modules that projects re-export under their usual name (``from vllm.triton_utils
+#: import tl, triton``): a name imported as one of these is that module, whoever
+#: re-exports it (the linter does not import the re-exporting module to find out).
+REEXPORTED_MODULES = {"triton": "triton", "tl": "triton.language"}
+
+
+def imported_from(prefix: str, name: str) -> str:
+    """The qualified name ``from <prefix> import <name>`` binds."""
+    known = REEXPORTED_MODULES.get(name)
+    if known is not None and prefix.lstrip(".").split(".", 1)[0] != known.split(".", 1)[0]:
+        return known
+    return f"{prefix}.{name}" if prefix and not prefix.endswith(".") else prefix + name
+
+
 class ImportMap:
     """Maps local names bound by imports to qualified names."""
 
@@ -102,9 +116,7 @@ class ImportMap:
             local = name
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 local = alias.asname.name.value
-            self.names[local] = (
-                f"{prefix}.{name}" if prefix and not prefix.endswith(".") else prefix + name
-            )
+            self.names[local] = imported_from(prefix, name)
 
     def qualify(self, node: cst.BaseExpression) -> str | None:
         """The qualified name of a dotted expression, through import aliases."""

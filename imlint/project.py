@@ -27,8 +27,9 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 
-from imlint.kinds import DERIVED_METHODS, external_writer, is_inplace_name
+from imlint.kinds import DERIVED_METHODS, READER_MODULES, external_writer, is_inplace_name
 from imlint.lifetimes import Lifetimes, construction_only
+from imlint.names import imported_from
 from imlint.options import AnalysisOptions
 from imlint.vocabulary import (
     CACHE_DECORATORS,
@@ -43,7 +44,7 @@ from imlint.vocabulary import (
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 8
+SUMMARY_VERSION = 9
 
 #: Calls whose result holds their first argument (a tensor kept by a module).
 _WRAPPERS = frozenset(
@@ -98,9 +99,10 @@ class DefSummary:
     #: parameters whose value the body keeps (``self.x = x``, ``lst.append(x)``)
     pkept: list[str] = field(default_factory=list)
     kernel: bool = False  # a Triton kernel: ``pwrites`` lists every parameter it stores to
-    #: (call text, kind): results of calls the body writes in place (``torch``), hands
-    #: to a kernel (``kernel``), or hands to ``<callee>:<position or keyword>``
-    rwrites: list[tuple[str, str]] = field(default_factory=list)
+    #: (call text, kind, key): results of calls the body writes in place (``torch``),
+    #: hands to a kernel (``kernel``), or hands to ``<callee>:<position or keyword>``;
+    #: key is the constant key the result is read at (``get_bufs(n)["out"]``), or ""
+    rwrites: list[tuple[str, str, str]] = field(default_factory=list)
 
     def to_data(self) -> tuple[object, ...]:
         return (
@@ -203,7 +205,7 @@ class _Scope:
     kept: list[ast.expr] = field(default_factory=list)  # values stored beyond the call
     handed: list[tuple[ast.expr, str]] = field(default_factory=list)  # (argument, how)
     unpacked: dict[str, list[ast.expr]] = field(default_factory=dict)  # a, b = call()
-    rwrites: set[tuple[str, str]] = field(default_factory=set)  # (call text, kind)
+    rwrites: set[tuple[str, str, str]] = field(default_factory=set)  # (call, kind, key)
     kernel: bool = False  # a Triton kernel (``@triton.jit``): ``tl.store`` writes
 
 
@@ -305,9 +307,7 @@ class _Summarizer(_FastVisitor):
         for alias in node.names:
             if alias.name == "*":
                 continue
-            self.imports[alias.asname or alias.name] = (
-                f"{base}.{alias.name}" if base else alias.name
-            )
+            self.imports[alias.asname or alias.name] = imported_from(base, alias.name)
             self._alias(alias.asname or alias.name, alias.name)
 
     def _alias(self, local: str, target: str) -> None:
@@ -594,27 +594,63 @@ class _Summarizer(_FastVisitor):
         owner = _owner(expr, scope)
         if owner is not None:
             scope.pwrites.add((owner, kind))
-        for made in self._results_in(expr, scope):
-            scope.rwrites.add((made, kind))
+        for made, key in self._results_in(expr, scope):
+            scope.rwrites.add((made, kind, key))
 
     def _handed_on(self, expr: ast.expr, callee: str, key: str, scope: _Scope) -> None:
         owner = _owner(expr, scope)
         if owner is not None:
             scope.passes.add((callee, key, owner))
-        for made in self._results_in(expr, scope):
-            scope.rwrites.add((made, f"handed:{callee}:{key}"))
+        for made, rkey in self._results_in(expr, scope):
+            scope.rwrites.add((made, f"handed:{callee}:{key}", rkey))
 
-    def _results_in(self, expr: ast.expr, scope: _Scope) -> set[str]:
-        """Call texts whose result a handle names through a local (``buf``, ``buf[:n]``)."""
-        root = _handle_root(expr)
-        if root is None or root in scope.params or root in scope.globals:
-            return set()
-        values = [*scope.assigned.get(root, ()), *scope.unpacked.get(root, ())]
-        return {
-            self.call_text(v.func)
-            for v in values
-            if isinstance(v, ast.Call) and _dotted(v.func) is not None
-        }
+    def _results_in(self, expr: ast.expr, scope: _Scope) -> set[tuple[str, str]]:
+        """(call text, key): results of calls a handle names, directly (``get(n)[:m]``)
+        or through locals, an enclosing function's included (``buf = get(n)``, then
+        ``buf[:m]``, ``x = bufs["out"]``); key is the constant key the result is read at
+        (``get_bufs(n)["out"]``), "" for the whole result. Computed values name none."""
+        out: set[tuple[str, str]] = set()
+        pending: list[tuple[ast.expr, str, frozenset[str]]] = [(expr, "", frozenset())]
+        while pending:
+            e, key, seen = pending.pop()
+            while True:
+                if isinstance(e, ast.Subscript):
+                    k = e.slice
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                        key = k.value  # the entry of a returned mapping
+                    e = e.value
+                elif isinstance(e, (ast.Attribute, ast.Starred)):
+                    e = e.value
+                elif (
+                    isinstance(e, ast.Call)
+                    and isinstance(e.func, ast.Attribute)
+                    and e.func.attr in DERIVED_METHODS
+                ):
+                    e = e.func.value
+                else:
+                    break
+            if isinstance(e, ast.Call):
+                text = _dotted(e.func)
+                head = (text or "").split(".", 1)[0]
+                if text is not None and (head not in _BUILTINS or head in self.defs):
+                    out.add((self.call_text(e.func), key))
+            elif isinstance(e, ast.Name) and e.id not in seen:
+                for value in self._local_values(e.id, scope):
+                    pending.append((value, key, seen | {e.id}))
+        return out
+
+    def _local_values(self, name: str, scope: _Scope) -> list[ast.expr]:
+        """What a name is bound to in this function, else in an enclosing one (a
+        closure); nothing for a parameter, a global or module code."""
+        for sc in reversed(self.scopes):
+            if sc is not scope and sc.summary.kind != "function":
+                break
+            if name in sc.params or name in sc.globals:
+                return []
+            values = [*sc.assigned.get(name, ()), *sc.unpacked.get(name, ())]
+            if values:
+                return values
+        return []
 
     def _store(self, target: ast.expr, value: ast.expr, how: str) -> None:
         scope = self.scopes[-1]
@@ -855,9 +891,10 @@ _TRITON_STORES = frozenset(
 )  # fmt: skip
 
 
-def _owner(expr: ast.expr, scope: _Scope) -> str | None:
+def _owner(expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) -> str | None:
     """Whose tensor an expression names, as a function's summary records writes: a
-    parameter (``buf``, ``buf[:n]``) or an attribute of ``self`` (``self.buf``)."""
+    parameter (``buf``, ``buf[:n]``, a local view ``v = buf[:n]``) or an attribute of
+    ``self`` (``self.buf``)."""
     attr: str | None = None
     while True:
         if isinstance(expr, ast.Attribute):
@@ -877,7 +914,12 @@ def _owner(expr: ast.expr, scope: _Scope) -> str | None:
         return None
     if expr.id == scope.self_name:
         return f"self.{attr}" if attr else None
-    return expr.id if expr.id in scope.params else None
+    if expr.id in scope.params:
+        return expr.id
+    values = scope.assigned.get(expr.id, ())
+    if len(values) == 1 and expr.id not in seen and not isinstance(values[0], ast.Name):
+        return _owner(values[0], scope, seen | {expr.id})  # a view: ``v = buf[:n]``
+    return None
 
 
 def _made_here(expr: ast.expr, assigned: dict[str, list[ast.expr]]) -> bool:
@@ -990,8 +1032,10 @@ class FileFacts:
     #: call text -> ((parameter position or name, write kind), ...): what project code
     #: writes of the tensors handed to it (``imlint/writes.py`` has the kinds)
     param_writes: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
-    #: local names this file imports from outside the project that may write tensors
-    #: handed to them, from a kernel (``kinds.external_writer``)
+    #: callables that may write the tensors handed to them, from a kernel: local names
+    #: this file imports from outside the project (``kinds.external_writer``), and names
+    #: bound to a callable made at run time (``ProjectIndex.opaque``), in a function as
+    #: ``<function>|<name>``
     external: frozenset[str] = frozenset()
     #: functions of this file reached only from constructors: construction, not first use
     construction: frozenset[str] = frozenset()
@@ -1000,9 +1044,10 @@ class FileFacts:
     #: call text -> (write kind, which method writes which tensor) for a constructor
     #: whose object's tensors its own methods write (``plan()`` doing ``out=self.x``)
     object_writes: dict[str, tuple[str, str]] = field(default_factory=dict)
-    #: function of this file -> (write kind, which caller) when callers write what it
-    #: returns (a getter of a buffer)
-    returned_writes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: function of this file -> ((key, write kind, which caller), ...) when callers
+    #: write what it returns (a getter of a buffer); key: the entry of a returned dict
+    #: they write (``get()["out"]``), "" for the whole result
+    returned_writes: dict[str, tuple[tuple[str, str, str], ...]] = field(default_factory=dict)
 
     def needs_model(self) -> bool:
         """Whether the file can hold a site at all: else LibCST need not see it."""
@@ -1215,6 +1260,41 @@ class ProjectIndex:
         if head not in s.imports:
             return False
         return external_writer(self.qualify_in(s, text), self.roots)
+
+    def opaque(self, s: FileSummary, d: DefSummary | None, text: str) -> bool:
+        """Whether ``text`` calls a callable made at run time: a name bound to what a call
+        returned (``launch = get_kernel(cfg)``, ``op = lazy_import("lib", "op")``), in the
+        function, the module, or the module it is imported from, unless that call builds
+        an instance of a project class; or a method of such an object that no torch or
+        project allocator made (``mod = load_jit(cfg); mod.run(x, out)``). Such code (a
+        compiled kernel, an op looked up in another library) may write the tensors handed
+        to it, from a kernel."""
+        head, dot, rest = text.partition(".")
+        if "." in rest:
+            return False
+        if dot:
+            if d is None or head not in d.types:
+                return False
+            maker = d.types[head]
+            if self.qualify_in(s, maker).split(".", 1)[0] in READER_MODULES:
+                return False  # a tensor (or a value) from torch or the standard library
+            made = self._resolve_in(s, d, maker)
+            return made is None or (self._kind(made) != "class" and made not in self._alloc)
+        ctor: str | None = None
+        home: FileSummary | None = s
+        if d is not None and text in d.types:
+            ctor = d.types[text]
+        elif text in s.instances:
+            ctor = s.instances[text]
+        elif text in s.imports:
+            module, _, name = s.imports[text].rpartition(".")
+            home = self.modules.get(module)
+            ctor = home.instances.get(name) if home is not None else None
+            d = None
+        if ctor is None or home is None:
+            return False
+        made = self._resolve_in(home, d, ctor)
+        return made is None or self._kind(made) != "class"
 
     def qualify_in(self, s: FileSummary, text: str) -> str:
         head, _, rest = text.partition(".")
@@ -1442,10 +1522,14 @@ class ProjectIndex:
         helpers: dict[str, tuple[int, str, str, str]] = {}
         writes: dict[str, tuple[tuple[str, str], ...]] = {}
         object_writes: dict[str, tuple[str, str]] = {}
+        opaque: set[str] = set()
         for d in s.defs.values():
             for text, _region in d.calls:
                 target = self.resolve(s, d, text)
                 if target is None:
+                    if self.opaque(s, d, text):
+                        head = text.split(".", 1)[0]
+                        opaque.add(f"{d.qual}|{head}" if head in d.types else head)
                     continue
                 key = _fact_key(d, text, s)
                 if key is None:
@@ -1480,7 +1564,9 @@ class ProjectIndex:
             if why is not None:
                 covered[d.qual] = why
         returned_writes = {
-            d.qual: self.result_writes[(s.module, d.qual)]
+            d.qual: tuple(
+                (key, *how) for key, how in sorted(self.result_writes[(s.module, d.qual)].items())
+            )
             for d in s.defs.values()
             if (s.module, d.qual) in self.result_writes
         }
@@ -1496,7 +1582,8 @@ class ProjectIndex:
                 local
                 for local, qualified in s.imports.items()
                 if external_writer(qualified, self.roots)
-            ),
+            )
+            | opaque,
             frozenset(construction),
             frozenset(per_call),
             object_writes,

@@ -69,6 +69,38 @@ def is_fresh(value: cst.BaseExpression, imports: ImportMap) -> bool:
     return False
 
 
+def _constant_key(e: cst.Subscript) -> str | None:
+    """``d["name"]``: the constant string key of a one-element subscript (a tensor cannot
+    be indexed by a string, so this reads a mapping's entry)."""
+    if len(e.slice) != 1 or not isinstance(e.slice[0].slice, cst.Index):
+        return None
+    return string_value(e.slice[0].slice.value)
+
+
+def entry(tokens: set[str], key: str) -> set[str]:
+    """The tokens of entry ``key`` of what ``tokens`` name: a dict literal's own entry
+    under that key (others dropped), else the entry of the storage (``<token>|<key>``)."""
+    out: set[str] = set()
+    for t in tokens:
+        if t.startswith("@"):
+            tag, _, rest = t.partition(">")
+            if tag == "@" + key:
+                out.add(rest)
+        else:
+            out.add(f"{t}|{key}")
+    return out
+
+
+def untagged(tokens: frozenset[str] | set[str]) -> set[str]:
+    """Tokens with dict-literal entry tags dropped: every storage a value reaches."""
+    out: set[str] = set()
+    for t in tokens:
+        while t.startswith("@"):
+            t = t.partition(">")[2]
+        out.add(t)
+    return out
+
+
 def _hands_on(value: cst.BaseExpression, name: str) -> bool:
     """``convert(x, ...)``: a call handed the name it is assigned back to."""
     return isinstance(value, cst.Call) and any(
@@ -176,6 +208,10 @@ class FunctionAnalysis:
     # -- handles: which storages an expression aliases
 
     def tokens(self, expr: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> set[str]:
+        """The storages an expression may alias: ``store:<text>`` for storage named by
+        its text, ``alloc:<site>`` for an allocation's own result. A dict literal's
+        entries are tagged with their key (``@<key>>``); an entry read with a constant key
+        from anything else is that storage's entry (``<token>|<key>``)."""
         f = self.f
         out: set[str] = set()
         stack: list[cst.BaseExpression] = [expr]
@@ -189,52 +225,82 @@ class FunctionAnalysis:
                     for v in f.defs.get(name, ()):
                         out |= self.tokens(v, seen | {name})
                 else:
-                    out.add("store:" + name)
+                    out |= self._free_name(name, seen)
             elif isinstance(e, cst.Attribute):
                 out.add("store:" + expr_text(e, f.self_name))
                 if e.attr.value in VIEW_ATTRIBUTES:
                     stack.append(e.value)
             elif isinstance(e, cst.Subscript):
                 out.add("store:" + expr_text(e, f.self_name))
-                stack.append(e.value)
+                key = _constant_key(e)
+                if key is None:
+                    stack.append(e.value)
+                else:
+                    out |= entry(self.tokens(e.value, seen), key)
+            elif isinstance(e, cst.Dict):
+                for el in e.elements:
+                    key = string_value(el.key) if isinstance(el, cst.DictElement) else None
+                    inner = self.tokens(el.value, seen)
+                    out |= {f"@{key}>{t}" for t in inner} if key is not None else inner
             elif isinstance(e, cst.Call):
-                sid = self.index.site_ids.get(id(e))
-                if sid is not None:
-                    out.add(f"alloc:{sid}")
+                out |= self._call_tokens(e)
                 func = e.func
-                args = [a for a in e.args if a.star == ""]
                 if isinstance(func, cst.Attribute):
                     method = func.attr.value
-                    rtext = expr_text(func.value, f.self_name)
-                    # ``self.m()`` calls the class's own ``m`` when it has one, whatever
-                    # its name (a getter called ``view`` or ``get`` is not the tensor's
-                    # or the dict's method).
-                    callee = (
-                        self.index.methods.get((id(f.cls), method))
-                        if f.self_name is not None and rtext == "self"
-                        else None
-                    )
-                    if callee is not None:
-                        out |= self.index.returned(callee)
-                    elif method in ("get", "setdefault", "__getitem__") and args:
-                        out.add(f"store:{rtext}[{expr_text(args[0].value, f.self_name)}]")
-                        if method == "setdefault" and len(args) > 1:
-                            stack.append(args[1].value)
+                    args = [a for a in e.args if a.star == ""]
+                    if method == "setdefault" and len(args) > 1:
+                        stack.append(args[1].value)
                     elif method in DERIVED_METHODS or method.endswith("_"):
                         stack.append(func.value)
-                elif isinstance(func, cst.Name):
-                    if func.value == "getattr" and len(args) >= 2:
-                        attr = string_value(args[1].value)
-                        if attr:
-                            out.add(f"store:{expr_text(args[0].value, f.self_name)}.{attr}")
-                    elif func.value in self.index.functions and not f.is_local(func.value):
-                        out |= self.index.returned(self.index.functions[func.value])
             elif isinstance(e, cst.IfExp):
                 stack.extend((e.body, e.orelse))
             elif isinstance(e, cst.BooleanOperation):
                 stack.extend((e.left, e.right))
             elif isinstance(e, cst.NamedExpr):
                 stack.append(e.value)
+        return out
+
+    def _free_name(self, name: str, seen: frozenset[str]) -> set[str]:
+        """A name this function does not bind: an enclosing function's local (a closure
+        sees the enclosing call's value), else module storage."""
+        parent = self.f.parent
+        while parent is not None:
+            if parent.is_local(name):
+                return self.index.analyses[id(parent)].tokens(cst.Name(name), seen)
+            parent = parent.parent
+        return {"store:" + name}
+
+    def _call_tokens(self, e: cst.Call) -> set[str]:
+        """What a call's result aliases: an allocation site, a getter's storage (a method
+        of this class, a module function, a method of a module-level class or instance),
+        a container entry (``d.get(k)``), an attribute read through ``getattr``."""
+        f = self.f
+        index = self.index
+        sid = index.site_ids.get(id(e))
+        out = {f"alloc:{sid}"} if sid is not None else set()
+        func = e.func
+        args = [a for a in e.args if a.star == ""]
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            rtext = expr_text(func.value, f.self_name)
+            # ``self.m()`` calls the class's own ``m`` when it has one, whatever its name
+            # (a getter called ``view`` or ``get`` is not the tensor's or the dict's).
+            callee = None
+            if f.self_name is not None and rtext == "self":
+                callee = index.methods.get((id(f.cls), method))
+            elif isinstance(func.value, cst.Name) and not f.is_local(func.value.value):
+                callee = index.members.get((func.value.value, method))
+            if callee is not None:
+                out |= index.returned(callee)
+            elif method in ("get", "setdefault", "__getitem__") and args:
+                out.add(f"store:{rtext}[{expr_text(args[0].value, f.self_name)}]")
+        elif isinstance(func, cst.Name):
+            if func.value == "getattr" and len(args) >= 2:
+                attr = string_value(args[1].value)
+                if attr:
+                    out.add(f"store:{expr_text(args[0].value, f.self_name)}.{attr}")
+            elif func.value in index.functions and not f.is_local(func.value):
+                out |= index.returned(index.functions[func.value])
         return out
 
     # -- mentions: which storages a condition looks at
@@ -287,7 +353,9 @@ class ModuleIndex:
     per_call_classes: frozenset[str] = frozenset()  # names of classes made per call
     construction: frozenset[str] = frozenset()  # functions reached only from constructors
     #: functions whose callers write what they return (``FileFacts.returned_writes``)
-    returned_writes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    returned_writes: dict[str, tuple[tuple[str, str, str], ...]] = field(default_factory=dict)
+    #: ``(receiver, method)`` -> method, for ``Pool.make(...)`` and ``_POOL.get(...)``
+    members: dict[tuple[str, str], FunctionModel] = field(default_factory=dict)
     analyses: dict[int, FunctionAnalysis] = field(default_factory=dict)
     _returned: dict[int, frozenset[str]] = field(default_factory=dict)
 

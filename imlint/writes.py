@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from imlint.semantic import KERNEL_WRITE, TORCH_WRITE, AllocationSite, FunctionModel, InplaceWrite
-from imlint.sites import is_prefix
-from imlint.values import FunctionAnalysis, ModuleIndex
+import libcst as cst
+
+from imlint.names import string_value
+from imlint.semantic import (
+    KERNEL_WRITE,
+    TORCH_WRITE,
+    AllocationSite,
+    FunctionModel,
+    InplaceWrite,
+    Store,
+)
+from imlint.sites import is_prefix, literal_key
+from imlint.values import FunctionAnalysis, ModuleIndex, untagged
 
 if TYPE_CHECKING:
     from imlint.project import DefSummary, FileSummary, ProjectIndex, Target
@@ -37,7 +47,16 @@ def find_writes(
     f = site.function
     own = analyses[id(f)]
     sid = index.site_ids[id(site.call)]
-    wanted = {store.token, f"alloc:{sid}"}
+    # The site's storage, and, for an entry of a mapping, that entry as code reads it
+    # (``bufs["a"]`` is not ``bufs["b"]``: a different buffer).
+    entry_key = _entry_key(site, own, sid)
+    storage = {store.token}
+    if entry_key is not None:
+        storage.add(f"{store.token}|{entry_key}")
+    stored_key = _stored_key(store)
+    if stored_key is not None:
+        storage.add(stored_key)
+    wanted = storage | {f"alloc:{sid}"}
     # An object that holds tensors (IM003): writes reach them through its attributes.
     inside = store.token + "." if site.object_result else None
 
@@ -66,7 +85,7 @@ def find_writes(
         ga = analyses[id(g)]
         for w in g.writes:
             tokens = ga.tokens(w.handle)
-            if store.token in tokens or (inside is not None and hits(tokens)):
+            if tokens & storage or (inside is not None and hits(tokens)):
                 site.writes.append(w)
     if site.object_writes is not None:
         kind, how = site.object_writes
@@ -75,20 +94,56 @@ def find_writes(
                 site.call, how, site.frames, site.order, site.call, f, site.positions, kind
             )
         )
-    by_callers = index.returned_writes.get(f.qualname)
-    if by_callers is not None and wanted & index.returned(f):
-        kind, who = by_callers
-        text = f"{who} writes what {f.qualname}() returns"
-        site.writes.append(
-            InplaceWrite(
-                site.call, text, site.frames, site.order, site.call, f, site.positions, kind
+    returned = untagged(index.returned(f))
+    if wanted & returned:
+        for key, kind, who in index.returned_writes.get(f.qualname, ()):
+            # Callers that write one entry of a returned mapping write that buffer only.
+            if key and entry_key is not None and key != entry_key:
+                continue
+            if any(w.kind == kind for w in site.writes):
+                continue  # a write this module shows, with its line, says it already
+            entry = f'["{key}"] of ' if key else ""
+            text = f"{who} writes {entry}what {f.qualname}() returns"
+            site.writes.append(
+                InplaceWrite(
+                    site.call, text, site.frames, site.order, site.call, f, site.positions, kind
+                )
             )
-        )
     handed = callbacks.get(f.name) if f.parent is None and f.cls is None else None
-    if handed is not None and wanted & index.returned(f):
+    if handed is not None and wanted & returned:
         site.writes.append(handed)  # the function is handed to outside code, with its result
     # Visiting order is source order: the first write is the one a message cites.
     site.writes.sort(key=lambda w: w.order)
+
+
+def _entry_key(site: AllocationSite, own: FunctionAnalysis, sid: int) -> str | None:
+    """The constant key of the dict literal entry the allocation fills, when the stored
+    value is such a dict (``bufs = {"a": torch.empty(n)}; self._bufs[k] = bufs``)."""
+    store = site.store
+    assert store is not None
+    pending = [store.value] if store.value is not None else []
+    seen: set[str] = set()
+    f = site.function
+    while pending:
+        v = pending.pop()
+        if isinstance(v, cst.Name) and v.value not in seen and f.is_local(v.value):
+            seen.add(v.value)
+            pending.extend(f.defs.get(v.value, ()))
+        elif isinstance(v, cst.Dict):
+            for el in v.elements:
+                if isinstance(el, cst.DictElement) and sid in own.flow(el.value):
+                    return string_value(el.key)
+    return None
+
+
+def _stored_key(store: Store) -> str | None:
+    """``self._bufs["a"] = t``: the entry as a keyed read names it (``self._bufs|a``)."""
+    if store.container is None or not literal_key(store):
+        return None
+    key = store.target[len(store.container) + 1 : -1]
+    if key[:1] not in ("'", '"'):
+        return None
+    return f"store:{store.container}|{key[1:-1]}"
 
 
 # ------------------------------------------------------------------ across the project
@@ -113,7 +168,9 @@ def param_writes(index: ProjectIndex) -> dict[Target, dict[str, str]]:
                 launch = text.startswith("[]")
                 text = text.removeprefix("[]")
                 target = index.resolve(s, d, text)
-                if target is None and not (launch or index.external_writes(s, text)):
+                if target is None and not (
+                    launch or index.external_writes(s, text) or index.opaque(s, d, text)
+                ):
                     continue  # project code the index cannot see into: taken to read
                 name = index.param_name(target, key) if target is not None else None
                 passes.append((me, param, target, name))
@@ -137,25 +194,27 @@ def _join(writes: dict[str, str], param: str, kind: str) -> bool:
     return False
 
 
-def result_writes(index: ProjectIndex) -> dict[Target, tuple[str, str]]:
+def result_writes(index: ProjectIndex) -> dict[Target, dict[str, tuple[str, str]]]:
     """Per project callable: how its callers write what it returns (``buf = get(n);
-    buf.zero_()``, or hand it to code that writes it), strongest first, with where."""
-    out: dict[Target, tuple[str, str]] = {}
+    buf.zero_()``, or hand it to code that writes it), strongest first, with where; by
+    the entry of a returned mapping they write (``get()["out"]``), "" for all of it."""
+    out: dict[Target, dict[str, tuple[str, str]]] = {}
     for s in index.summaries:
         for d in s.defs.values():
-            for text, how in d.rwrites:
+            for text, how, key in d.rwrites:
                 target = index.resolve(s, d, text)
                 if target is None:
                     continue
                 kind: str | None = how
                 if how.startswith("handed:"):
-                    _, callee, key = how.split(":", 2)
-                    kind = _handed_kind(index, s, d, callee, key)
+                    _, callee, arg = how.split(":", 2)
+                    kind = _handed_kind(index, s, d, callee, arg)
                 if kind is None:
                     continue
-                known = out.get(target)
+                by_key = out.setdefault(target, {})
+                known = by_key.get(key)
                 if known is None or _STRENGTH[kind] > _STRENGTH[known[0]]:
-                    out[target] = (kind, f"{d.qual} ({s.path})")
+                    by_key[key] = (kind, f"{d.qual} ({s.path})")
     return out
 
 
@@ -167,6 +226,7 @@ def _handed_kind(
     callee = callee.removeprefix("[]")
     target = index.resolve(s, d, callee)
     if target is None:
-        return KERNEL_WRITE if launch or index.external_writes(s, callee) else None
+        outside = launch or index.external_writes(s, callee) or index.opaque(s, d, callee)
+        return KERNEL_WRITE if outside else None
     name = index.param_name(target, key)
     return index.param_writes.get(target, {}).get(name) if name is not None else None

@@ -364,3 +364,215 @@ def test_appending_to_a_kept_list_is_a_store():
         return out
     """
     assert codes(code) == [(8, "IM005")]
+
+
+GETTERS = """
+import torch
+from my_ext import run_ext
+
+_CNT = {}
+_WS = {}
+_BUFS = {}
+
+
+def get_counters(device):
+    buf = _CNT.get(device)
+    if buf is None:
+        buf = torch.zeros(3, device=device)
+        _CNT[device] = buf
+    return buf
+
+
+def get_ws(device):
+    ws = _WS.get(device)
+    if ws is None:
+        ws = torch.zeros(1024, device=device)
+        _WS[device] = ws
+    return ws
+
+
+def get_bufs(n, device):
+    bufs = _BUFS.get(device)
+    if bufs is None:
+        bufs = {
+            "staged": torch.empty(n, device=device),
+            "partial": torch.empty(n, device=device),
+            "table": torch.arange(n, device=device),
+        }
+        _BUFS[device] = bufs
+    return bufs
+"""
+
+GETTER_USES = """
+def launch(x):
+    run_ext(x, get_counters(x.device))
+
+
+def attn(q):
+    workspace = get_ws(q.device)
+
+    def run(rows):
+        run_ext(q[rows], workspace_buffer=workspace)
+
+    run(slice(None))
+
+
+def step(n, x):
+    bufs = get_bufs(n, x.device)
+    staged = bufs["staged"]
+    staged[:n].copy_(x)
+    run_ext(x, bufs["partial"])
+    return bufs["table"].sum()
+"""
+
+#: (line, code) of the getters' sites: counters and workspace are handed to outside
+#: code (a kernel write); of the three entries of one dict, one is copied into, one is
+#: handed to outside code and one is only read.
+GETTER_EXPECTED = [(13, "IM002"), (21, "IM002"), (30, "IM001"), (31, "IM002"), (32, "IM005")]
+
+
+def test_what_callers_do_with_a_getters_result_in_the_same_module():
+    assert sorted(codes(GETTERS + GETTER_USES)) == GETTER_EXPECTED
+
+
+def test_what_callers_do_with_a_getters_result_across_files(tmp_path):
+    uses = "from pkg.bufs import get_bufs, get_counters, get_ws\nfrom my_ext import run_ext\n"
+    _tree(
+        tmp_path,
+        {"pkg/__init__.py": "", "pkg/bufs.py": GETTERS, "pkg/use.py": uses + GETTER_USES},
+    )
+    found = sorted((line, code) for name, line, code, _ in _check(tmp_path) if name == "bufs.py")
+    assert found == GETTER_EXPECTED
+
+
+def test_methods_of_a_module_level_instance_and_of_a_class_are_resolved():
+    code = """
+    import torch
+    from my_ext import run_ext
+
+    class Pool:
+        def __init__(self):
+            self._bufs = {}
+
+        def get(self, n):
+            if n not in self._bufs:
+                self._bufs[n] = {"out": torch.empty(n), "lse": torch.empty(n)}
+            return self._bufs[n]
+
+    class Split:
+        _cache = {}
+
+        @classmethod
+        def buffers(cls, n):
+            if n not in cls._cache:
+                cls._cache[n] = torch.empty(n)
+            return cls._cache[n]
+
+    _POOL = Pool()
+
+    def run(x, n):
+        bufs = _POOL.get(n)
+        out = bufs["out"]
+        out.zero_()
+        run_ext(x, Split.buffers(n))
+    """
+    assert sorted(codes(code)) == [(11, "IM001"), (11, "IM005"), (20, "IM002")]
+
+
+def test_callables_made_at_run_time_may_write_what_they_are_handed(tmp_path):
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/lazy.py": """
+                import importlib
+
+                def lazy_op(module, name):
+                    return lambda *a, **k: getattr(importlib.import_module(module), name)(*a, **k)
+
+                decode_op = lazy_op("fastlib.decode", "run")
+                """,
+            "pkg/use.py": """
+                import torch
+                from pkg.lazy import decode_op
+
+                _W, _P, _T, _R = {}, {}, {}, {}
+
+                def compile_kernel(n):
+                    return object()
+
+                def attend(q, n):
+                    if n not in _W:
+                        _W[n] = torch.zeros(n)
+                    decode_op(q, workspace=_W[n])
+
+                def combine(x, n):
+                    if n not in _P:
+                        _P[n] = torch.empty(n)
+                    launch = compile_kernel(n)
+                    launch(x, _P[n])
+
+                def method_of_compiled(x, n):
+                    if n not in _T:
+                        _T[n] = torch.empty(n)
+                    mod = compile_kernel(n)
+                    mod.run(x, _T[n])
+
+                def method_of_a_tensor(x, n):
+                    if n not in _R:
+                        _R[n] = torch.empty(n)
+                    y = torch.ones(n)
+                    return y.mul(_R[n])
+                """,
+        },
+    )
+    found = [(line, code) for name, line, code, _ in _check(tmp_path) if name == "use.py"]
+    assert found == [(12, "IM002"), (17, "IM002"), (23, "IM002"), (29, "IM005")]
+
+
+def test_a_re_exported_triton_is_triton(tmp_path):
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/triton_utils.py": "import triton\nimport triton.language as tl\n",
+            "pkg/use.py": """
+                import torch
+                from pkg.triton_utils import tl, triton
+
+                _A, _B = {}, {}
+
+                @triton.jit
+                def _copy(src_ptr, dst_ptr):
+                    offs = tl.arange(0, 16)
+                    tl.store(dst_ptr + offs, tl.load(src_ptr + offs))
+
+                def run(n):
+                    if n not in _A:
+                        _A[n] = torch.empty(n)
+                    if n not in _B:
+                        _B[n] = torch.empty(n)
+                    _copy[(1,)](_A[n], _B[n])
+                """,
+        },
+    )
+    found = [(line, code) for name, line, code, _ in _check(tmp_path) if name == "use.py"]
+    assert found == [(14, "IM005"), (16, "IM002")]  # only the destination is stored to
+
+
+def test_a_helper_that_writes_a_view_of_its_parameter_writes_the_parameter():
+    code = """
+    import torch
+
+    def copy_into(dst, src):
+        sliced = dst[: src.shape[0]]
+        sliced.copy_(src)
+        return sliced
+
+    class Builder:
+        def build(self, x):
+            if self._buf is None:
+                self._buf = torch.empty(64)
+            copy_into(self._buf, x)
+    """
+    assert codes(code) == [(12, "IM001")]
