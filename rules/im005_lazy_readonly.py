@@ -18,9 +18,14 @@ class LazyReadOnlyTensor(Rule):
     grow-only resize, a cached function, a get-or-create helper, an object built on
     first use) when nothing writes the tensor after it is created: no torch in-place
     write and no kernel is handed it. Typical: cos/sin tables, index and pointer tables,
-    masks, constants kept per device. These were IM002 before the write tiers; they
-    stay on by default (a warning) so that no hazard a CI gate reported goes quiet:
-    `ignore = ["IM005"]` turns them off for a server that never runs autograd.
+    masks, constants kept per device.
+
+    Off by default (opt-in, like IM004): a server that only runs inference cannot hit
+    it, and a CI gate on by default should report what can take the server down (IM001,
+    IM003 errors) or stay latent in it (IM002). Projects that run autograd in the same
+    process as cached tensors (training or fine-tuning next to serving, RL weight
+    sync, gradient checks) enable it with `extend-select = ["IM005"]` in
+    `[tool.imlint]` or `--extend-select IM005`.
 
     ## Why is this bad?
     If the first call runs under `torch.inference_mode()`, the cached tensor is an
@@ -43,6 +48,7 @@ class LazyReadOnlyTensor(Rule):
     code = "IM005"
     name = "lazy-readonly-tensor"
     severity = Severity.WARNING
+    default_enabled = False
 
     VALID = [
         Valid(

@@ -50,7 +50,7 @@ MODULE = textwrap.dedent(
 )
 
 PATH = "pkg/mod.py"
-LINTER = Linter(Settings())
+LINTER = Linter(Settings(extend_select=("IM005",)))
 
 
 @pytest.fixture

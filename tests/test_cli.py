@@ -21,6 +21,12 @@ def get(n):
     if n not in _CACHE:
         _CACHE[n] = torch.empty(n)
     return _CACHE[n]
+
+
+def use(n):
+    import fastops
+
+    fastops.fill(get(n))
 """
 CLEAN = "import torch\n\n\ndef f(n):\n    return torch.empty(n)\n"
 
@@ -40,7 +46,7 @@ def test_finding_output_and_exit_1(tmp_path):
     r = run_imlint("check", "pkg", cwd=tmp_path)
     assert r.code == 1, r.err
     first = r.out.splitlines()[0]
-    assert first.startswith(f"pkg{os.sep}a.py:8:21: IM005 [*] Lazy buffer `_CACHE[n]`")
+    assert first.startswith(f"pkg{os.sep}a.py:8:21: IM002 [*] Lazy buffer `_CACHE[n]`")
     assert "Found 1 finding (1 warning) in 1 file." in r.out
 
 
@@ -86,7 +92,7 @@ def test_json_output_is_a_list_of_stable_objects(tmp_path):
     assert (item["line"], item["col"], item["code"], item["severity"]) == (
         8,
         21,
-        "IM005",
+        "IM002",
         "warning",
     )
     assert item["function"] == "get"
@@ -94,7 +100,7 @@ def test_json_output_is_a_list_of_stable_objects(tmp_path):
 
 def test_select_and_ignore(tmp_path):
     write(tmp_path, "a.py", LAZY)
-    assert run_imlint("check", "a.py", "--ignore", "IM005", cwd=tmp_path).code == 0
+    assert run_imlint("check", "a.py", "--ignore", "IM002", cwd=tmp_path).code == 0
     assert run_imlint("check", "a.py", "--select", "IM001", cwd=tmp_path).code == 0
     assert run_imlint("check", "a.py", "--select", "IM", cwd=tmp_path).code == 1
     unconditional = "import torch\nclass A:\n    def f(self):\n        self.b = torch.empty(1)\n"
@@ -107,11 +113,11 @@ def test_select_and_ignore(tmp_path):
 @pytest.mark.parametrize(
     ("comment", "suppressed"),
     [
-        ("  # imlint: ignore[IM005]", True),
+        ("  # imlint: ignore[IM002]", True),
         ("  # imlint: ignore", True),
-        ("  # noqa: IM005", True),
+        ("  # noqa: IM002", True),
         ("  # noqa", True),
-        ("  # NOQA:IM001, IM005", True),
+        ("  # NOQA:IM001, IM002", True),
         ("  # imlint: ignore[IM001]", False),
         ("  # noqa: E501", False),
     ],
@@ -124,13 +130,13 @@ def test_suppressions(tmp_path, comment, suppressed):
 
 
 def test_config_from_nearest_pyproject(tmp_path):
-    write(tmp_path, "pyproject.toml", '[tool.imlint]\nignore = ["IM005"]\nexclude = ["gen"]\n')
+    write(tmp_path, "pyproject.toml", '[tool.imlint]\nignore = ["IM002"]\nexclude = ["gen"]\n')
     write(tmp_path, "src/a.py", LAZY)
     write(tmp_path, "src/gen/b.py", LAZY.replace("torch.empty", "torch.zeros"))
     r = run_imlint("check", "src", cwd=tmp_path)
     assert r.code == 0, r.out
     # an explicit --select wins over the config's ignore; the exclude still applies
-    r = run_imlint("check", "src", "--select", "IM005", cwd=tmp_path)
+    r = run_imlint("check", "src", "--select", "IM002", cwd=tmp_path)
     assert r.code == 1
     assert "src/a.py" in r.out.replace(os.sep, "/")
     assert "src/gen" not in r.out.replace(os.sep, "/")
@@ -219,7 +225,7 @@ def test_bad_files_are_one_line_each_and_others_still_checked(tmp_path):
     assert "symbolic link loop" in by_file["loop.py"]
     assert len(err_lines) == len(BAD_INPUTS) + 2
     # the good file was still checked; the empty file is valid Python and clean
-    assert "good.py:8:21: IM005 [*]" in r.out
+    assert "good.py:8:21: IM002 [*]" in r.out
     assert "empty.py" not in r.err
 
 
@@ -248,7 +254,7 @@ def test_findings_and_errors_exit_2(tmp_path):
     write(tmp_path, "a.py", LAZY)
     write(tmp_path, "b.py", "def (:\n")
     r = run_imlint("check", ".", cwd=tmp_path)
-    assert r.code == 2 and "IM005" in r.out
+    assert r.code == 2 and "IM002" in r.out
 
 
 def test_usage_error_exit_2(tmp_path):

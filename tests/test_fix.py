@@ -123,11 +123,13 @@ def test_fixed_kernel_variants_match_the_reference_module(variant):
 
 
 LAZY = "import torch\n\n_C = {}\n\n\ndef get(n):\n    if n not in _C:\n        _C[n] = torch.empty(n)\n    return _C[n]\n"
+# A kernel from outside the project fills what the getter returns (IM002).
+LAZY += "\n\n\ndef use(n):\n    import fastops\n\n    fastops.fill(get(n))\n"
 FIXED = (
     "import torch\n\n_C = {}\n\n\ndef get(n):\n    if n not in _C:\n"
     "        with torch.inference_mode(False):\n            _C[n] = torch.empty(n)\n    return _C[n]\n"
-)
-UNFIXABLE = "import torch\n\n_C = {}\n\n\ndef get(n):\n    if n not in _C:\n        t = 1; _C[n] = torch.empty(n)\n    return _C[n]\n"
+) + LAZY.split("return _C[n]\n", 1)[1]
+UNFIXABLE = LAZY.replace("        _C[n] = torch.empty(n)", "        t = 1; _C[n] = torch.empty(n)")
 
 
 def test_fix_command_writes_and_summarises(tmp_path):

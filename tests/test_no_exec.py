@@ -16,6 +16,12 @@ def get(n):
     if n not in _C:
         _C[n] = torch.empty(n)
     return _C[n]
+
+
+def use(n):
+    import fastops
+
+    fastops.fill(get(n))
 """
 
 

@@ -18,6 +18,8 @@ from imlint.writer import WriteError, write_atomic
 from .conftest import run_imlint
 
 LAZY = "import torch\n\n_C = {}\n\n\ndef get(n):\n    if n not in _C:\n        _C[n] = torch.empty(n)\n    return _C[n]\n"
+# A kernel from outside the project fills what the getter returns (IM002).
+LAZY += "\n\n\ndef use(n):\n    import fastops\n\n    fastops.fill(get(n))\n"
 FIXED = LAZY.replace(
     "        _C[n] = torch.empty(n)\n",
     "        with torch.inference_mode(False):\n            _C[n] = torch.empty(n)\n",
@@ -59,7 +61,7 @@ HOSTILE: dict[str, tuple[bytes, str | None]] = {
         (
             "import torch\n_C = {}\ndef f(n):\n"
             + "    x = n + 1\n" * 10000
-            + "    if n not in _C:\n        _C[n] = torch.empty(n)\n"
+            + "    if n not in _C:\n        _C[n] = torch.empty(n)\n    _C[n].zero_()\n"
         ).encode(),
         None,
     ),

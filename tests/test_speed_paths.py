@@ -17,7 +17,8 @@ PLAIN = ("--no-fast", "--no-cache", "-j", "1")
 
 
 def results(*args: str, cwd: Path) -> tuple[int, list[dict], list[str]]:
-    r = run_imlint("check", "--output-format", "json", *args, cwd=cwd)
+    # IM005 on: the snippets here are read-only lazy tensors, the cheapest site to write.
+    r = run_imlint("check", "--output-format", "json", "--extend-select", "IM005", *args, cwd=cwd)
     return r.code, json.loads(r.out), sorted(r.err.splitlines())
 
 
@@ -78,7 +79,7 @@ def test_cache_is_used_and_invalidated(tmp_path):
     (tmp_path / "a.py").write_text(code + "\n")
     assert results("a.py", cwd=tmp_path)[1][0]["message"] == first[1][0]["message"]
     # Configuration change: another cache file, never the stale result.
-    changed = results("a.py", "--extend-select", "IM004", cwd=tmp_path)
+    changed = results("a.py", "--extend-select", "IM004,IM005", cwd=tmp_path)
     assert changed[1][0]["message"] == first[1][0]["message"]
     assert len(list(cache.glob("results-*.json"))) == 2
 
@@ -156,7 +157,13 @@ def test_a_worker_dying_on_one_file_does_not_lose_the_others(tmp_path, monkeypat
 
     monkeypatch.setattr(imlint.engine, "process_file", dies_on_bad)  # workers are forked
     outcomes = run_files(
-        files, Settings(root=tmp_path), "check", jobs=2, fast=True, use_cache=False, debug=False
+        files,
+        Settings(root=tmp_path, extend_select=("IM005",)),
+        "check",
+        jobs=2,
+        fast=True,
+        use_cache=False,
+        debug=False,
     )
     assert [o.path for o in outcomes] == files
     by_path = {o.path: o for o in outcomes}

@@ -11,7 +11,7 @@ from imlint.engine import Linter
 
 from .conftest import run_imlint
 
-LINTER = Linter(Settings())
+LINTER = Linter(Settings(extend_select=("IM005",)))
 
 
 def codes(code: str) -> list[tuple[int, str]]:
@@ -185,7 +185,16 @@ def _tree(root: Path, files: dict[str, str]) -> None:
 
 
 def _check(root: Path) -> list[tuple[str, int, str, str]]:
-    r = run_imlint("check", "pkg", "--no-cache", "--output-format", "json", cwd=root)
+    r = run_imlint(
+        "check",
+        "pkg",
+        "--no-cache",
+        "--output-format",
+        "json",
+        "--extend-select",
+        "IM005",
+        cwd=root,
+    )
     assert r.code in (0, 1), r.err
     return [(Path(d["path"]).name, d["line"], d["code"], d["severity"]) for d in json.loads(r.out)]
 
@@ -576,3 +585,13 @@ def test_a_helper_that_writes_a_view_of_its_parameter_writes_the_parameter():
             copy_into(self._buf, x)
     """
     assert codes(code) == [(12, "IM001")]
+
+
+def test_read_only_lazy_tensors_are_opt_in():
+    read_only = LAZY.format(use="y = buf.sum()")
+    assert [f.code for f in Linter(Settings()).check_text("t.py", textwrap.dedent(read_only))] == []
+    assert codes(read_only) == [(8, "IM005")]
+    written = LAZY.format(use="buf.zero_()")
+    assert [f.code for f in Linter(Settings()).check_text("t.py", textwrap.dedent(written))] == [
+        "IM001"
+    ]
