@@ -68,6 +68,9 @@ SEED_FILE = "flash_mla_sm120.py"
 SEED_FUNCTION = "_split_kv_pages_to_64"
 SEED_LINE = 403
 NEAR = 2  # lines either side of a known positive's line that still count as found
+#: Codes `imlint check` reports without options (IM004 and IM005 are opt-in): precision
+#: is also printed over the labels whose findings these report, as a user sees them.
+DEFAULT_CODES = frozenset({"IM001", "IM002", "IM003"})
 
 Key = tuple[str, str, str, str]  # tree, path, function, statement (whitespace collapsed)
 
@@ -157,6 +160,9 @@ class TreeScore:
     tp: int = 0
     fp: int = 0
     unsure: int = 0
+    #: the same over labels whose finding the default rules report (IM005 is opt-in)
+    tp_default: int = 0
+    fp_default: int = 0
     tier_ok: int = 0
     tier_total: int = 0
     known: int = 0
@@ -178,6 +184,8 @@ class TreeScore:
             "tp",
             "fp",
             "unsure",
+            "tp_default",
+            "fp_default",
             "tier_ok",
             "tier_total",
             "known",
@@ -478,6 +486,8 @@ def score_tree(
                 score.lost_tps.append(label)
                 continue
             score.tp += 1
+            if any(f.code in DEFAULT_CODES for f in matched):
+                score.tp_default += 1
             tier = expected_tier(label.expected, label.category)
             if tier is None:
                 warn(f"{label.source}: expected {label.expected!r} is not a code; tier not scored")
@@ -491,6 +501,8 @@ def score_tree(
             if matched:
                 score.fp += 1
                 score.reported_fps.append(label)
+                if any(f.code in DEFAULT_CODES for f in matched):
+                    score.fp_default += 1
         elif matched:
             score.unsure += 1
 
@@ -651,7 +663,19 @@ def print_report(scores: dict[str, TreeScore], total: TreeScore, verbose: bool) 
     )
     print()
     print_table(
-        ["labelled", "reported", "TP", "FP", "unsure", "precision", "95% CI", "severity ok", ""],
+        [
+            "labelled",
+            "reported",
+            "TP",
+            "FP",
+            "unsure",
+            "precision",
+            "95% CI",
+            "default rules",
+            "95% CI",
+            "severity ok",
+            "",
+        ],
         [
             [
                 name,
@@ -661,6 +685,8 @@ def print_report(scores: dict[str, TreeScore], total: TreeScore, verbose: bool) 
                 str(s.unsure),
                 fmt_ratio(s.tp, s.tp + s.fp),
                 fmt_ci(s.tp, s.tp + s.fp),
+                f"{s.tp_default}/{s.tp_default + s.fp_default}",
+                fmt_ci(s.tp_default, s.tp_default + s.fp_default),
                 f"{s.tier_ok}/{s.tier_total}",
                 fmt_ratio(s.tier_ok, s.tier_total),
             ]
@@ -712,6 +738,10 @@ def score_json(s: TreeScore) -> dict[str, Any]:
         "unsure": s.unsure,
         "precision": ratio(s.tp, s.tp + s.fp),
         "precision_ci95": interval(s.tp, s.tp + s.fp),
+        "default_rules_tp": s.tp_default,
+        "default_rules_fp": s.fp_default,
+        "default_rules_precision": ratio(s.tp_default, s.tp_default + s.fp_default),
+        "default_rules_precision_ci95": interval(s.tp_default, s.tp_default + s.fp_default),
         "severity_ok": s.tier_ok,
         "severity_scored": s.tier_total,
         "severity_accuracy": ratio(s.tier_ok, s.tier_total),
