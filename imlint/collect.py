@@ -65,6 +65,7 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
         #: module functions handed by name to outside code, with the handing call
         self.callbacks: dict[str, InplaceWrite] = {}
         self.blocks: dict[int, tuple[int, int]] = {}
+        self.bodies: dict[int, Sequence[cst.CSTNode]] = {}  # id(block) -> its statements
 
     # ---- helpers
 
@@ -329,6 +330,7 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
         self._index_block(node, node.body)
 
     def _index_block(self, block: cst.CSTNode, body: Sequence[cst.CSTNode]) -> None:
+        self.bodies[id(block)] = body
         for i, stmt in enumerate(body):
             self.blocks[id(stmt)] = (id(block), i)
 

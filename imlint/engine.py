@@ -132,7 +132,7 @@ class Linter:
                 seen.add(key)
                 if is_suppressed(rule.code, lines, (rng.start.line, rng.end.line)):
                     continue
-                reason = unfixable_reason(site) if rule.fixable else "the rule has no fix"
+                reason = unfixable_reason(site, model) if rule.fixable else "the rule has no fix"
                 out.append(
                     Finding(
                         path=path,

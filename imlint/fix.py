@@ -8,7 +8,11 @@ left alone (re-indenting them would change the string).
 
 Choices (documented in the README):
 - the smallest statement performing the allocation is wrapped; ``buf = torch.empty()`` is
-  wrapped and the following ``buffers[key] = buf`` stays outside;
+  wrapped and the following ``buffers[key] = buf`` stays outside; when the kept value is
+  computed after the allocation, the statements up to the store are wrapped too
+  (:func:`kept_span`);
+- a statement that computes from tensors gets ``no_grad()`` next to the guard, which
+  would otherwise switch grad mode on (:func:`records_grad`);
 - adjacent flagged statements of one block share one ``with``;
 - inside ``with torch.no_grad():`` the guard is nested inside that block (the wrapped
   statement is in it), never merged into its items;
@@ -26,6 +30,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from imlint.names import dotted_name
+from imlint.vocabulary import TORCH_FACTORIES
 from imlint.reflow import split_long_line
 from imlint.semantic import AllocationSite, ModuleModel
 from imlint.walk import walk
@@ -38,8 +43,16 @@ def split_lines(text: str) -> list[str]:
     return _LINE.findall(text)
 
 
-def unfixable_reason(site: AllocationSite) -> str | None:
+def unfixable_reason(site: AllocationSite, model: ModuleModel) -> str | None:
     """Why wrapping this allocation would not be safe, or None if it can be fixed."""
+    reason = _statement_reason(site)
+    if reason is not None:
+        return reason
+    span = kept_span(site, model) if site.stmt is not None else []
+    return span if isinstance(span, str) else None
+
+
+def _statement_reason(site: AllocationSite) -> str | None:
     for frame in site.frames:
         if frame.kind == "lambda":
             return "allocation inside a lambda: it runs when the lambda is called"
@@ -60,6 +73,102 @@ def unfixable_reason(site: AllocationSite) -> str | None:
     if len(site.stmt.body) != 1:
         return "several statements on one line: split them first"
     return _unsafe_contents(site.stmt.body[0])
+
+
+def kept_span(site: AllocationSite, model: ModuleModel) -> list[cst.CSTNode] | str:
+    """The statements to wrap so that what is kept is made outside inference mode: the
+    allocating statement, and when the kept value is computed from it later (``ids =
+    make(n)``, then ``self._c[k] = torch.cat([ids, tail])``), every statement of the
+    block up to the store. A reason when that is not one block of siblings."""
+    stmt, store = site.stmt, site.store
+    assert stmt is not None
+    if store is None or store.stmt is None or store.stmt is stmt or _keeps_result(site):
+        return [stmt]
+    here, there = model.blocks.get(id(stmt)), model.blocks.get(id(store.stmt))
+    if here is None or there is None or here[0] != there[0] or there[1] < here[1]:
+        return (
+            "the kept value is computed from the allocation in another block: wrap the "
+            "allocation and the statements that compute the kept value by hand"
+        )
+    span = list(model.bodies[here[0]][here[1] : there[1] + 1])
+    for s in span:
+        if not isinstance(s, cst.SimpleStatementLine):
+            return "a compound statement computes the kept value: wrap it by hand"
+        if len(s.body) != 1 or (reason := _unsafe_contents(s.body[0])) is not None:
+            return reason or "several statements on one line: split them first"
+    return span
+
+
+def _keeps_result(site: AllocationSite) -> bool:
+    """Whether the store keeps the allocation's own result (``self._buf = buf`` after
+    ``buf = torch.empty(n)``), not a value computed from it."""
+    store = site.store
+    assert store is not None and site.stmt is not None
+    small = site.stmt.body[0]
+    names: set[str] = set()
+    if isinstance(small, (cst.Assign, cst.AnnAssign)) and small.value is site.call:
+        targets = (
+            [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+        )
+        names = {t.value for t in targets if isinstance(t, cst.Name)}
+    value = store.value
+    parts = (
+        [e.value for e in value.elements] if isinstance(value, (cst.Tuple, cst.List)) else [value]
+    )
+    return bool(names) and all(isinstance(p, cst.Name) and p.value in names for p in parts)
+
+
+def records_grad(stmt: cst.CSTNode, model: ModuleModel) -> bool:
+    """Whether wrapping ``stmt`` in ``inference_mode(False)`` alone could switch autograd on
+    for it: ``InferenceMode(false)`` turns grad mode on, even inside ``no_grad()``, so a
+    statement that computes from tensors (``torch.arange(n) * self.scale``, ``x.clone()``,
+    ``torch.cat``, a constructor or helper) would start recording a graph. A statement
+    that only calls torch factories (``torch.empty``, ``x.new_zeros``) records nothing.
+    Code that asks for gradients (``requires_grad=True``, ``nn.Parameter``) keeps them."""
+    values: list[cst.BaseExpression] = []
+    for small in (
+        stmt.body if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else ()
+    ):
+        if (
+            isinstance(small, (cst.Assign, cst.AnnAssign, cst.Return, cst.Expr))
+            and small.value is not None
+        ):
+            values.append(small.value)
+        else:
+            return True
+    for node in walk(stmt):
+        if isinstance(node, cst.Arg) and node.keyword is not None:
+            if node.keyword.value == "requires_grad" and not (
+                isinstance(node.value, cst.Name) and node.value.value == "False"
+            ):
+                return False
+        if isinstance(node, cst.Call):
+            q = model.imports.qualify(node.func) or ""
+            if q.rsplit(".", 1)[-1] == "Parameter":
+                return False
+    return not all(_only_factories(v, model) for v in values)
+
+
+def _only_factories(value: cst.BaseExpression, model: ModuleModel) -> bool:
+    if isinstance(value, (cst.Tuple, cst.List)):
+        return all(_only_factories(e.value, model) for e in value.elements)
+    if isinstance(value, cst.Dict):
+        return all(
+            isinstance(e, cst.DictElement) and _only_factories(e.value, model)
+            for e in value.elements
+        )
+    if not isinstance(value, cst.Call):
+        return False
+    func = value.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _NEW_METHODS:
+        return True
+    q = model.imports.qualify(func) or ""
+    head, _, name = q.partition(".")
+    return head == "torch" and name in TORCH_FACTORIES
+
+
+#: Tensor methods that make a new tensor from sizes alone: no graph to record.
+_NEW_METHODS = frozenset({"new_empty", "new_zeros", "new_ones", "new_full", "new_tensor"})
 
 
 def _unsafe_contents(stmt: cst.BaseSmallStatement) -> str | None:
@@ -84,6 +193,18 @@ class _Guard:
     call: str  # e.g. "torch.inference_mode(False)"
     import_line: str | None  # "import torch" when it must be added
     import_at: int = 0  # 0-based line index to insert the import before
+    no_grad: str = "torch.no_grad()"
+    no_grad_import: bool = False  # ``no_grad`` needs ``import torch`` added
+    used_no_grad: bool = False
+
+    def items(self, no_grad: bool) -> str:
+        if not no_grad:
+            return self.call
+        self.used_no_grad = True
+        return f"{self.call}, {self.no_grad}"
+
+    def needs_import(self) -> bool:
+        return self.import_line is not None or (self.no_grad_import and self.used_no_grad)
 
 
 def _guard(module: cst.Module, model: ModuleModel) -> _Guard:
@@ -138,15 +259,15 @@ def _guard(module: cst.Module, model: ModuleModel) -> _Guard:
                                 ):
                                     mode_alias = alias.asname.name.value
     if torch_alias is not None:
-        return _Guard(f"{torch_alias}.inference_mode(False)", None)
-    if mode_alias is not None:
-        return _Guard(f"{mode_alias}(False)", None)
+        return _Guard(f"{torch_alias}.inference_mode(False)", None, 0, f"{torch_alias}.no_grad()")
     if first_torch_from is not None:
         at = first_torch_from - 1
     elif last_import_end is not None:
         at = last_import_end
     else:
         at = after_header
+    if mode_alias is not None:  # ``from torch import inference_mode``: no ``torch`` bound
+        return _Guard(f"{mode_alias}(False)", None, at, "torch.no_grad()", True)
     return _Guard("torch.inference_mode(False)", "import torch", at)
 
 
@@ -196,7 +317,7 @@ def apply_fixes(
     line_length: int = 88,
 ) -> FixOutcome:
     """Wrap every fixable site's statement; returns the new text and the sites fixed."""
-    fixable = [s for s in sites if unfixable_reason(s) is None]
+    fixable = [s for s in sites if unfixable_reason(s, model) is None]
     if not fixable:
         return FixOutcome(text)
     lines = split_lines(text)
@@ -208,7 +329,10 @@ def apply_fixes(
     suites: dict[int, tuple[cst.SimpleStatementSuite, list[AllocationSite]]] = {}
     for site in fixable:
         if site.stmt is not None:
-            line_stmts.setdefault(id(site.stmt), (site.stmt, []))[1].append(site)
+            span = kept_span(site, model)
+            assert not isinstance(span, str)  # unfixable sites were left out above
+            for stmt in span:
+                line_stmts.setdefault(id(stmt), (stmt, []))[1].append(site)  # type: ignore[arg-type]
         elif site.suite is not None:
             suites.setdefault(id(site.suite), (site.suite, []))[1].append(site)
 
@@ -240,10 +364,10 @@ def apply_fixes(
             edits.append(edit)
             fixed.extend(owners)
 
-    if guard.import_line is not None and fixed:
+    if guard.needs_import() and fixed:
         at = min(guard.import_at, len(lines))
         nl = _newline(lines[at - 1], default_nl) if at > 0 else default_nl
-        edits.append((at, at - 1, [guard.import_line + nl]))  # an insertion before line ``at``
+        edits.append((at, at - 1, ["import torch" + nl]))  # an insertion before line ``at``
     # Bottom-up, so earlier line numbers stay valid; an insertion goes after edits below it.
     edits.sort(key=lambda e: (e[0], e[1]), reverse=True)
     for first, last, replacement in edits:
@@ -270,8 +394,9 @@ def _wrap_run(
     keep: set[int] = set()
     for _, stmt, owners in run:
         keep |= _string_interior_lines(stmt, stmt, model)
-        fixed.extend(owners)
-    out = [f"{indent}with {guard.call}:{nl}"]
+        fixed.extend(o for o in owners if o not in fixed)
+    no_grad = any(records_grad(stmt, model) for _, stmt, _ in run)
+    out = [f"{indent}with {guard.items(no_grad)}:{nl}"]
     for i in range(first, last + 1):
         line = lines[i]
         if (i + 1) in keep or not line.strip():
@@ -315,7 +440,7 @@ def _split_suite(
     unit = _unit(indent, module)
     nl = _newline(lines[last], default_nl)
     body_lines = [line[rng.start.column :], *lines[first + 1 : last + 1]]
-    out = [header + nl, f"{indent}{unit}with {guard.call}:{nl}"]
+    out = [header + nl, f"{indent}{unit}with {guard.items(records_grad(suite, model))}:{nl}"]
     keep = _string_interior_lines(small, suite, model)
     for offset, text in enumerate(body_lines):
         if offset and ((first + offset + 1) in keep or not text.strip()):

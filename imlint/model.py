@@ -134,6 +134,7 @@ def build_model(
         options,
         positions,
         collector.blocks,
+        collector.bodies,
     )
 
 

@@ -5,6 +5,7 @@ passes complete them (``values.py``, ``sites.py``, ``writes.py``). Rules read th
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -210,6 +211,8 @@ class ModuleModel:
     positions: Positions
     #: id(statement) -> (id(enclosing block), index in it), for grouping adjacent statements.
     blocks: dict[int, tuple[int, int]]
+    #: id(block) -> the block's statements
+    bodies: dict[int, Sequence[cst.CSTNode]] = field(default_factory=dict)
 
     @property
     def sites(self) -> list[AllocationSite]:

@@ -36,9 +36,14 @@ class LazyBufferMutated(Rule):
 
     ## Fix safety
     The fix wraps the statement that performs the allocation in
-    `with torch.inference_mode(False):`. It changes only the mode the tensor is created
-    under, not its contents, shape, caching key or lifetime, and is a no-op wherever
-    the allocation already ran outside inference mode: it is safe.
+    `with torch.inference_mode(False):` when it only calls torch factories, and in
+    `with torch.inference_mode(False), torch.no_grad():` when it computes from other
+    tensors (`inference_mode(False)` alone would switch grad mode on and give the kept
+    tensor a graph). When the kept value is computed after the allocation, the guard
+    spans the statements up to the store; if they are not one block, the finding is
+    reported unfixable. It changes the mode the tensor is created under, not its
+    contents, shape, caching key or lifetime. A cache filled with grad on that relied
+    on recording a graph through the kept tensor no longer does: review such code.
 
     ## Options
     `extra-allocators`, `extra-guards`, `extra-cache-decorators` in `[tool.imlint]`.

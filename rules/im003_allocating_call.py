@@ -37,8 +37,11 @@ class LazyAllocatingCall(Rule):
 
     ## Fix safety
     The fix wraps the statement that makes the call (for a factory, the call to the
-    helper) in `with torch.inference_mode(False):`. Everything the call allocates is
-    then a normal tensor; other effects of the call are unchanged: it is safe. A guard
+    helper) in `with torch.inference_mode(False), torch.no_grad():`. Everything the
+    call allocates is then a normal tensor, and nothing it computes records a graph
+    (`inference_mode(False)` alone would switch grad mode on inside the call, even
+    under the caller's `no_grad()`). A call that relied on recording a graph with grad
+    on no longer does: review such code. A guard
     in the callee itself (or in every caller of the function) also counts, and the
     site is then not reported.
 
@@ -126,7 +129,7 @@ class LazyAllocatingCall(Rule):
             class Layer:
                 def forward(self, x):
                     if self._ws is None:
-                        with torch.inference_mode(False):
+                        with torch.inference_mode(False), torch.no_grad():
                             self._ws = Workspace(x.shape[0])
                     self._ws.buf.zero_()
                     return x
@@ -158,7 +161,7 @@ class LazyAllocatingCall(Rule):
 
             def table(n):
                 if n not in _TABLES:
-                    with torch.inference_mode(False):
+                    with torch.inference_mode(False), torch.no_grad():
                         _TABLES[n] = make_table(n)
                 _fill_kernel[(n,)](_TABLES[n])
                 return _TABLES[n]
@@ -199,7 +202,7 @@ class LazyAllocatingCall(Rule):
             REGISTRY = Registry()
 
             def split(n):
-                with torch.inference_mode(False):
+                with torch.inference_mode(False), torch.no_grad():
                     buf = REGISTRY.get_buffer("split", lambda: torch.empty(n))
                 buf.zero_()
             """,

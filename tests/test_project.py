@@ -119,7 +119,7 @@ def test_a_guarded_site_is_not_reported_at_all(tmp_path):
         PACKAGE["pkg/layers/attention.py"]
         .replace(
             "                    self._ws = make_workspace(n)",
-            "                    with torch.inference_mode(False):\n"
+            "                    with torch.inference_mode(False), torch.no_grad():\n"
             "                        self._ws = make_workspace(n)",
         )
         .replace(
@@ -128,7 +128,7 @@ def test_a_guarded_site_is_not_reported_at_all(tmp_path):
     )
     files["pkg/kernels/scratch.py"] = PACKAGE["pkg/kernels/scratch.py"].replace(
         "                _SPLIT[n] = torch.empty(n, 4096, dtype=torch.uint8)",
-        "                with torch.inference_mode(False):\n"
+        "                with torch.inference_mode(False), torch.no_grad():\n"
         "                    _SPLIT[n] = torch.empty(n, 4096, dtype=torch.uint8)",
     )
     write_tree(tmp_path, files)
@@ -276,7 +276,10 @@ def test_fix_wraps_an_im003_site_found_through_another_module(tmp_path):
     r = run_imlint("fix", "pkg", "--no-cache", cwd=tmp_path)
     assert r.code == 0, r.out + r.err
     text = (tmp_path / "pkg/layers/attention.py").read_text()
-    assert "with torch.inference_mode(False):\n                self._ws = make_workspace(n)" in text
+    assert (
+        "with torch.inference_mode(False), torch.no_grad():\n                self._ws = make_workspace(n)"
+        in text
+    )
     assert "import torch\n" in text
     assert check_json(tmp_path, "--no-cache") == []
 
@@ -512,7 +515,7 @@ def test_a_local_function_handed_to_a_get_or_create_helper_is_the_site(tmp_path)
     fixed = run_imlint("fix", ".", "--no-cache", cwd=tmp_path)
     assert fixed.code == 0, fixed.out + fixed.err
     assert (
-        '    with torch.inference_mode(False):\n        buf = REGISTRY.get("split", make)'
+        '    with torch.inference_mode(False), torch.no_grad():\n        buf = REGISTRY.get("split", make)'
         in (tmp_path / "use.py").read_text()
     )
 
