@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from imlint.names import dotted_name
-from imlint.vocabulary import TORCH_FACTORIES
 from imlint.reflow import split_long_line
 from imlint.semantic import AllocationSite, ModuleModel
+from imlint.vocabulary import TORCH_FACTORIES
 from imlint.walk import walk
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
