@@ -20,6 +20,9 @@ Both are read from code, never from names:
   instances: what its methods store on ``self`` dies with the call that made it (a
   memo on a per-step batch). A class the project never instantiates is not judged
   (its instances may come from anywhere).
+- **Per-call parameters.** A parameter that every resolved caller hands a per-call
+  object (an instance of a per-call class made there, or a per-call parameter of the
+  caller) holds a per-call object: what the function stores on it dies with the call.
 """
 
 from __future__ import annotations
@@ -136,6 +139,65 @@ class Lifetimes:
                 break
         self._returned[target] = result
         return result
+
+    def per_call_params(self) -> set[tuple[Target, str]]:
+        """Parameters that are handed a per-call object by every caller: an instance of
+        a per-call class made for the call (``run(Batch(...))``), or a parameter of the
+        caller that is itself per-call, at every resolved call site. What a function
+        stores on such a parameter (``batch.cache = ...``) dies with the call. A caller
+        that hands anything else, or that the index does not see, keeps it unjudged."""
+        index = self.index
+        #: (callee, parameter) -> origins: ("param", caller, its parameter) or ("made", class)
+        origins: dict[tuple[Target, str], list[tuple[str, Target | None, str]]] = {}
+        seen_from: dict[tuple[Target, str], set[Target]] = {}
+        for s in index.summaries:
+            for d in s.defs.values():
+                me = (s.module, d.qual)
+                for text, key, param in d.passes:
+                    found = self._bound(s, d, text, key)
+                    if found is not None:
+                        origins.setdefault(found, []).append(("param", me, param))
+                        seen_from.setdefault(found, set()).add(me)
+                for made, how in d.results:
+                    if not how.startswith("handed:"):
+                        continue
+                    _, callee, key = how.split(":", 2)
+                    found = self._bound(s, d, callee, key)
+                    if found is None:
+                        continue
+                    cls = self._instantiated(s, d, made)
+                    per_call = cls is not None and cls in self.per_call
+                    origins.setdefault(found, []).append(("made", cls if per_call else None, ""))
+                    seen_from.setdefault(found, set()).add(me)
+        out: set[tuple[Target, str]] = set()
+        changed = True
+        while changed:
+            changed = False
+            for bound, handed in origins.items():
+                if bound in out:
+                    continue
+                callers = {c for c, _region in index.callers_of(bound[0])}
+                if not callers or callers - seen_from[bound]:
+                    continue  # a caller hands something the index does not see
+                if all(
+                    (kind == "made" and who is not None)
+                    or (kind == "param" and who is not None and (who, param) in out)
+                    for kind, who, param in handed
+                ):
+                    out.add(bound)
+                    changed = True
+        return out
+
+    def _bound(
+        self, s: FileSummary, d: DefSummary, callee: str, key: str
+    ) -> tuple[Target, str] | None:
+        """The (function, parameter) an argument of a call binds to, when resolved."""
+        index = self.index
+        target = index.resolve(s, d, callee)
+        if target is None or index.kind_of(target) != "function":
+            return None
+        name = index.param_name(target, key)
+        return (target, name) if name is not None else None
 
     def _per_call_classes(self) -> set[Target]:
         index = self.index

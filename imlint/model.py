@@ -68,7 +68,8 @@ def build_model(
         frozenset(q.rsplit(".", 1)[-1] for q in facts.per_call_classes),
         facts.construction,
         facts.returned_writes,
-        _members(collector),
+        members=_members(collector),
+        per_call_params=facts.per_call_params,
     )
     analyses = {id(f): FunctionAnalysis(f, index) for f in collector.functions}
     index.analyses = analyses

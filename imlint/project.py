@@ -1048,6 +1048,9 @@ class FileFacts:
     #: write what it returns (a getter of a buffer); key: the entry of a returned dict
     #: they write (``get()["out"]``), "" for the whole result
     returned_writes: dict[str, tuple[tuple[str, str, str], ...]] = field(default_factory=dict)
+    #: ``<function>|<parameter>`` of this file's functions whose every caller hands a
+    #: per-call object there (see ``Lifetimes.per_call_params``)
+    per_call_params: frozenset[str] = frozenset()
 
     def needs_model(self) -> bool:
         """Whether the file can hold a site at all: else LibCST need not see it."""
@@ -1406,6 +1409,7 @@ class ProjectIndex:
         # Both read the call graph just built.
         self.construction = construction_only(self)
         self.lifetimes = Lifetimes(self, self.construction)
+        self.per_call_params = self.lifetimes.per_call_params()
 
     def _find_allocators(self) -> None:
         """Callables whose call allocates a tensor that outlives it, to a fixed point."""
@@ -1588,6 +1592,11 @@ class ProjectIndex:
             frozenset(per_call),
             object_writes,
             returned_writes,
+            frozenset(
+                f"{target[1]}|{param}"
+                for target, param in self.per_call_params
+                if target[0] == s.module
+            ),
         )
 
     def _by_module(self, targets: set[Target]) -> dict[str, set[str]]:

@@ -29,6 +29,8 @@ def persistent(store: Store, fa: FunctionAnalysis) -> bool:
         return False
     if kind == "self" and f.cls is not None and f.cls.name in fa.index.per_call_classes:
         return False  # an object made per call: its attributes die with it (lifetimes.py)
+    if kind == "param" and f"{f.qualname}|{_root_name(store.root)}" in fa.index.per_call_params:
+        return False  # every caller hands a per-call object (lifetimes.py)
     if store.kind in ("attribute", "setattr", "register_buffer"):
         return not f.is_constructor
     if store.kind in ("setdefault", "update"):
@@ -47,6 +49,12 @@ def persistent(store: Store, fa: FunctionAnalysis) -> bool:
             or container.endswith(".__dict__")
         ) and not _is_slice_store(store)
     return False
+
+
+def _root_name(expr: cst.BaseExpression | None) -> str | None:
+    while isinstance(expr, (cst.Attribute, cst.Subscript)):
+        expr = expr.value
+    return expr.value if isinstance(expr, cst.Name) else None
 
 
 def reads_target(call: cst.Call, target: str, fa: FunctionAnalysis) -> bool:

@@ -354,6 +354,8 @@ class ModuleIndex:
     construction: frozenset[str] = frozenset()  # functions reached only from constructors
     #: functions whose callers write what they return (``FileFacts.returned_writes``)
     returned_writes: dict[str, tuple[tuple[str, str, str], ...]] = field(default_factory=dict)
+    #: ``<function>|<parameter>``: parameters every caller hands a per-call object
+    per_call_params: frozenset[str] = frozenset()
     #: ``(receiver, method)`` -> method, for ``Pool.make(...)`` and ``_POOL.get(...)``
     members: dict[tuple[str, str], FunctionModel] = field(default_factory=dict)
     analyses: dict[int, FunctionAnalysis] = field(default_factory=dict)

@@ -595,3 +595,49 @@ def test_read_only_lazy_tensors_are_opt_in():
     assert [f.code for f in Linter(Settings()).check_text("t.py", textwrap.dedent(written))] == [
         "IM001"
     ]
+
+
+PER_CALL_PARAMS = """
+import torch
+
+
+class Batch:
+    def __init__(self, n):
+        self.n = n
+
+
+class Runner:
+    def step(self, n):
+        batch = Batch(n)
+        self.prepare(batch)
+        self.prepare_kept(self.batch)
+
+    def prepare(self, batch):
+        fill(batch)
+
+    def prepare_kept(self, b):
+        if b.buf is None:
+            b.buf = torch.empty(4)
+        b.buf.zero_()
+
+
+def fill(batch):
+    if batch.buf is None:
+        batch.buf = torch.empty(4)
+    batch.buf.zero_()
+
+
+def serve(runner):
+    runner.step(4)
+"""
+
+
+def test_a_memo_on_a_parameter_every_caller_hands_a_per_call_object_is_not_persistent(tmp_path):
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": PER_CALL_PARAMS})
+    # fill's batch is always the Batch made for one step (through prepare); prepare_kept
+    # is handed self.batch, which outlives the call.
+    assert _check(tmp_path) == [("a.py", 21, "IM001", "error")]
+    # One caller that hands something else makes the parameter unjudged: reported.
+    extra = PER_CALL_PARAMS + "\n\ndef other(runner):\n    fill(runner.batch)\n"
+    _tree(tmp_path, {"pkg/a.py": extra})
+    assert _check(tmp_path) == [("a.py", 21, "IM001", "error"), ("a.py", 27, "IM001", "error")]
