@@ -145,40 +145,40 @@ class Lifetimes:
         a per-call class made for the call (``run(Batch(...))``), or a parameter of the
         caller that is itself per-call, at every resolved call site. What a function
         stores on such a parameter (``batch.cache = ...``) dies with the call. A caller
-        that hands anything else, or that the index does not see, keeps it unjudged."""
+        that hands anything else, or that the index does not see, keeps it unjudged.
+        Judged on demand: for functions that allocate, and the callers they lead to."""
         index = self.index
         #: (callee, parameter) -> origins: ("param", caller, its parameter) or ("made", class)
         origins: dict[tuple[Target, str], list[tuple[str, Target | None, str]]] = {}
-        seen_from: dict[tuple[Target, str], set[Target]] = {}
-        for s in index.summaries:
-            for d in s.defs.values():
-                me = (s.module, d.qual)
-                for text, key, param in d.passes:
-                    found = self._bound(s, d, text, key)
-                    if found is not None:
-                        origins.setdefault(found, []).append(("param", me, param))
-                        seen_from.setdefault(found, set()).add(me)
-                for made, how in d.results:
-                    if not how.startswith("handed:"):
-                        continue
-                    _, callee, key = how.split(":", 2)
-                    found = self._bound(s, d, callee, key)
-                    if found is None:
-                        continue
-                    cls = self._instantiated(s, d, made)
-                    per_call = cls is not None and cls in self.per_call
-                    origins.setdefault(found, []).append(("made", cls if per_call else None, ""))
-                    seen_from.setdefault(found, set()).add(me)
+        complete: set[tuple[Target, str]] = set()  # every caller hands something seen
+        pending = [
+            (s.module, d.qual)
+            for s in index.summaries
+            for d in s.defs.values()
+            if d.kind == "function" and d.params and (d.alloc_calls or d.allocs)
+        ]
+        visited: set[Target] = set()
+        while pending:
+            target = pending.pop()
+            if target in visited:
+                continue
+            visited.add(target)
+            callers = {c for c, _region in index.callers_of(target)}
+            seen_from: dict[str, set[Target]] = {}
+            for caller in callers:
+                for param, origin in self._handed_to(caller, target):
+                    origins.setdefault((target, param), []).append(origin)
+                    seen_from.setdefault(param, set()).add(caller)
+                    if origin[0] == "param" and origin[1] is not None:
+                        pending.append(origin[1])
+            complete |= {(target, p) for p, seen in seen_from.items() if seen >= callers}
         out: set[tuple[Target, str]] = set()
         changed = True
         while changed:
             changed = False
             for bound, handed in origins.items():
-                if bound in out:
+                if bound in out or bound not in complete:
                     continue
-                callers = {c for c, _region in index.callers_of(bound[0])}
-                if not callers or callers - seen_from[bound]:
-                    continue  # a caller hands something the index does not see
                 if all(
                     (kind == "made" and who is not None)
                     or (kind == "param" and who is not None and (who, param) in out)
@@ -188,16 +188,35 @@ class Lifetimes:
                     changed = True
         return out
 
-    def _bound(
-        self, s: FileSummary, d: DefSummary, callee: str, key: str
-    ) -> tuple[Target, str] | None:
-        """The (function, parameter) an argument of a call binds to, when resolved."""
+    def _handed_to(
+        self, caller: Target, target: Target
+    ) -> list[tuple[str, tuple[str, Target | None, str]]]:
+        """(parameter of ``target``, origin) for what ``caller`` hands it: one of its own
+        parameters, or the result of a call (an instance of a per-call class, else
+        unjudged)."""
         index = self.index
-        target = index.resolve(s, d, callee)
-        if target is None or index.kind_of(target) != "function":
-            return None
-        name = index.param_name(target, key)
-        return (target, name) if name is not None else None
+        s = index.modules.get(caller[0])
+        d = s.defs.get(caller[1]) if s is not None else None
+        if s is None or d is None:
+            return []
+        out: list[tuple[str, tuple[str, Target | None, str]]] = []
+        for text, key, param in d.passes:
+            if index.resolve(s, d, text) == target:
+                name = index.param_name(target, key)
+                if name is not None:
+                    out.append((name, ("param", caller, param)))
+        for made, how in d.results:
+            if not how.startswith("handed:"):
+                continue
+            _, callee, key = how.split(":", 2)
+            if index.resolve(s, d, callee) != target:
+                continue
+            name = index.param_name(target, key)
+            if name is None:
+                continue
+            cls = self._instantiated(s, d, made)
+            out.append((name, ("made", cls if cls in self.per_call else None, "")))
+        return out
 
     def _per_call_classes(self) -> set[Target]:
         index = self.index
