@@ -1129,10 +1129,13 @@ class ProjectIndex:
                     tail = ".".join(parts[i:])
                     # A tail two files share names neither.
                     tails[tail] = s if tail not in tails else None
+        # The project's own top-level packages: not the tails below, which only help
+        # resolve imports (a tail ``flashinfer`` of ``pkg.backends.flashinfer`` must not
+        # make the outside ``flashinfer`` library project code).
+        self.roots = {m.split(".", 1)[0] for m in self.modules}
         for tail, owner in tails.items():
             if owner is not None and tail not in self.modules:
                 self.modules[tail] = owner
-        self.roots = {m.split(".", 1)[0] for m in self.modules}
         self.summaries = list({id(s): s for s in self.modules.values()}.values())
         self._alloc: dict[Target, tuple[str, bool]] = {}
         self._helpers: dict[Target, tuple[int, str, str]] = {}
@@ -1262,7 +1265,14 @@ class ProjectIndex:
         head = text.split(".", 1)[0]
         if head not in s.imports:
             return False
-        return external_writer(self.qualify_in(s, text), self.roots)
+        return self._outside(self.qualify_in(s, text))
+
+    def _outside(self, qualified: str) -> bool:
+        """An imported name from outside the project: not under one of its packages,
+        and not found in it through a shorter module name (``pkg.ops.f`` when the
+        files are ``src.pkg.ops``); a library that shares a module's last name
+        (``flashinfer`` next to ``pkg.backends.flashinfer``) stays outside."""
+        return external_writer(qualified, self.roots) and self._dotted(qualified) is None
 
     def opaque(self, s: FileSummary, d: DefSummary | None, text: str) -> bool:
         """Whether ``text`` calls a callable made at run time: a name bound to what a call
@@ -1582,11 +1592,7 @@ class ProjectIndex:
             covered,
             s.may_allocate,
             writes,
-            frozenset(
-                local
-                for local, qualified in s.imports.items()
-                if external_writer(qualified, self.roots)
-            )
+            frozenset(local for local, qualified in s.imports.items() if self._outside(qualified))
             | opaque,
             frozenset(construction),
             frozenset(per_call),

@@ -641,3 +641,26 @@ def test_a_memo_on_a_parameter_every_caller_hands_a_per_call_object_is_not_persi
     extra = PER_CALL_PARAMS + "\n\ndef other(runner):\n    fill(runner.batch)\n"
     _tree(tmp_path, {"pkg/a.py": extra})
     assert _check(tmp_path) == [("a.py", 21, "IM001", "error"), ("a.py", 27, "IM001", "error")]
+
+
+def test_a_library_named_like_a_project_module_is_outside_code(tmp_path):
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/backends/__init__.py": "",
+            "pkg/backends/flashinfer.py": "def plan(x):\n    return x\n",
+            "pkg/use.py": """
+                import torch
+                from flashinfer.decode import run_decode
+
+                _WS = {}
+
+                def decode(q, n):
+                    if n not in _WS:
+                        _WS[n] = torch.empty(n)
+                    run_decode(q, workspace=_WS[n])
+                """,
+        },
+    )
+    assert _check(tmp_path) == [("use.py", 9, "IM002", "warning")]
