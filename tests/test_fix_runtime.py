@@ -10,6 +10,7 @@ inference mode nor recording is on (``no_grad()``).
 
 from __future__ import annotations
 
+import os
 import textwrap
 import types
 
@@ -163,3 +164,111 @@ def test_without_the_fix_a_torch_write_outside_inference_mode_raises():
         m.get(4)
     with pytest.raises(RuntimeError, match="Inplace update to inference tensor"):
         m.get(4)
+
+
+# ---- generated modules (hypothesis): the same properties over many shapes
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+#: value expressions kept by the cache: factories, and values computed from tensors
+VALUES = [
+    "torch.zeros(4)",
+    "torch.arange(4).float()",
+    "P.new_zeros(4)",
+    "torch.arange(4) * P",
+    "P.clone()",
+    "torch.cat([P, P])[:4]",
+    "torch.outer(P, P)[0]",
+    "torch.full((4,), 2.0, dtype=torch.float32)",
+    "torch.ones(4) * P",
+    "torch.stack([P, P]).sum(0)",
+    "P.new_tensor([1.0, 2.0, 3.0, 4.0])",
+]
+
+#: (template, call, kept): {value} is the expression; {pre} an optional statement before
+HOLDERS = [
+    (
+        "_C = {{}}\n\ndef get(k):\n    if k not in _C:\n{pre}        _C[k] = {value}\n"
+        "    return _C[k]\n",
+        "m.get(1)",
+        "list(m._C.values())",
+    ),
+    (
+        "class Holder:\n    def __init__(self):\n        self._t = None\n\n"
+        "    def get(self):\n        if self._t is None:\n{pre2}            self._t = {value}\n"
+        "        return self._t\n\nobj = Holder()\n",
+        "m.obj.get()",
+        "[m.obj._t]",
+    ),
+    (
+        "import functools\n\n@functools.lru_cache(maxsize=4)\ndef get(k):\n{pre}    return {value}\n",
+        "m.get(1)",
+        "[m.get(1)]",
+    ),
+    (
+        "_C = {{}}\n\ndef get(k):\n    t = _C.get(k)\n    if t is None:\n{pre}        t = {value}\n"
+        "        _C[k] = t\n    return t\n",
+        "m.get(1)",
+        "list(m._C.values())",
+    ),
+]
+
+HEADER = "import torch\n\nP = torch.nn.Parameter(torch.ones(4))\n\n"
+
+
+@st.composite
+def generated(draw):
+    template, call, kept = draw(st.sampled_from(HOLDERS))
+    value = draw(st.sampled_from(VALUES))
+    if "lru_cache" not in template and draw(st.booleans()):
+        value = f"({value}, {draw(st.sampled_from(VALUES))})"  # a pair kept together
+    computed_after = draw(st.booleans())
+    pre = pre2 = ""
+    if computed_after:  # the kept value is computed from an allocation made just before
+        value = f"base + {value}" if not value.startswith("(") else f"(base, {value})"
+        pre = "        base = torch.zeros(4)\n"
+        pre2 = "            base = torch.zeros(4)\n"
+        if "lru_cache" in template:
+            pre = "    base = torch.zeros(4)\n"
+    if pre and draw(st.booleans()):  # a comment line in the block, at its indentation
+        indent = pre[: len(pre) - len(pre.lstrip())]
+        pre = f"{indent}# scratch\n{pre}"
+        pre2 = f"            # scratch\n{pre2}"
+    source = HEADER + template.format(value=value, pre=pre, pre2=pre2)
+    if draw(st.booleans()):  # the module's torch alias
+        source = source.replace("import torch\n", "import torch as th\n", 1).replace(
+            "torch.", "th."
+        )
+    return source, call, kept
+
+
+def _tensors(values: list) -> list:
+    out: list = []
+    for v in values:
+        out.extend(_tensors(list(v)) if isinstance(v, tuple) else [v])
+    return out
+
+
+@settings(
+    max_examples=int(os.environ.get("IMLINT_RUNTIME_EXAMPLES", "60")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(generated())
+def test_generated_modules_fixed_keep_nothing_inference_and_record_no_graph(case):
+    source, call, kept = case
+    findings = LINTER.check_text("gen.py", source)
+    assert findings and all(f.fixable for f in findings), (source, findings)
+    fixed = LINTER.fix_text("gen.py", source).text
+    assert LINTER.check_text("gen.py", fixed) == []
+    first = _tensors(_first_call(source, call, kept, "inference"))
+    assert any(t.is_inference() for t in first)
+    expected = _state(_tensors(_first_call(source, call, kept, "no_grad")))
+    for mode in ("inference", "no_grad", "grad"):
+        after = _tensors(_first_call(fixed, call, kept, mode))
+        assert not any(t.is_inference() for t in after), (mode, fixed)
+        assert _state(after) == expected, (mode, fixed)
+        for t in after:
+            with torch.no_grad():
+                t.add_(1)
