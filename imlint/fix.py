@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from imlint.names import dotted_name
-from imlint.reflow import split_long_line
+from imlint.reflow import explode_items, split_long_line
 from imlint.semantic import AllocationSite, ModuleModel
 from imlint.vocabulary import TORCH_FACTORIES
 from imlint.walk import walk
@@ -408,12 +408,24 @@ def _wrap_run(
             # The extra level pushed a line that fitted past the limit: split it as the
             # formatter would, so formatted code stays formatted.
             split = split_long_line(body, line_length, unit)
+            if split is None and _between_brackets(out[-1], lines, i, last):
+                split = explode_items(body, line_length)
             if split is not None:
                 out.extend(part + (ending or nl) for part in split[:-1])
                 out.append(split[-1] + ending)
                 continue
         out.append(deeper)
     return first, last, out
+
+
+def _between_brackets(previous: str, lines: list[str], i: int, last: int) -> bool:
+    """Whether line ``i`` holds a bracket's contents alone: the line before ends with an
+    opening bracket and the next one starts with the closing one."""
+    return (
+        previous.rstrip().endswith(("(", "[", "{"))
+        and i < last
+        and lines[i + 1].lstrip().startswith((")", "]", "}"))
+    )
 
 
 def _split_suite(

@@ -91,6 +91,23 @@ def split_long_line(line: str, limit: int, unit: str) -> list[str] | None:
     return [indent + head, *(inner + item + "," for item in items), indent + tail]
 
 
+def explode_items(line: str, limit: int) -> list[str] | None:
+    """A bracket's contents on their own line (``    a, dtype=t, device=d``, between a line
+    ending in ``(`` and one starting with ``)``), one item per line with a trailing comma,
+    as the formatter writes contents that no longer fit; None if it cannot be."""
+    indent = line[: len(line) - len(line.lstrip())]
+    code = line[len(indent) :]
+    toks = _tokens(code)
+    if not toks or toks[-1].type == tokenize.COMMENT:
+        return None
+    if any(t.start[0] != 1 or t.end[0] != 1 for t in toks):
+        return None
+    items = _split_items(toks, code)
+    if items is None or any(len(indent + item + ",") > limit for item in items):
+        return None
+    return [indent + item + "," for item in items]
+
+
 def _split_items(toks: list[tokenize.TokenInfo], code: str) -> list[str] | None:
     """The depth-0 comma-separated items between a bracket pair."""
     items: list[str] = []

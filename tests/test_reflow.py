@@ -76,3 +76,28 @@ def test_fixed_code_stays_ruff_formatted(tmp_path):
     assert "            n_dst_pages, 37440, dtype=torch.uint8, device=device\n" in fixed
     src.write_text(fixed)
     assert subprocess.run(check, capture_output=True).returncode == 0
+
+
+def test_contents_on_their_own_line_pushed_past_the_limit_get_one_item_per_line(tmp_path):
+    body = (
+        "import torch\n\n_BUF = None\n\n\n"
+        "def workspace():\n"
+        "    global _BUF\n"
+        "    if _BUF is None:\n"
+        "        _BUF = torch.zeros(\n"
+        '            envs.VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE, dtype=torch.uint8, device="cuda"\n'
+        "        )\n"
+        "    return _BUF\n"
+    )
+    src = tmp_path / "a.py"
+    src.write_text(body)
+    check = ["ruff", "format", "--isolated", "--check", "-q", str(src)]
+    assert subprocess.run(check, capture_output=True).returncode == 0
+    fixed = Linter(Settings(extend_select=("IM005",))).fix_text("a.py", body).text
+    assert (
+        "                envs.VLLM_FLASHINFER_WORKSPACE_BUFFER_SIZE,\n"
+        "                dtype=torch.uint8,\n"
+        '                device="cuda",\n'
+    ) in fixed
+    src.write_text(fixed)
+    assert subprocess.run(check, capture_output=True).returncode == 0
