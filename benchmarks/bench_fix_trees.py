@@ -46,9 +46,13 @@ def _is_guard(item: ast.withitem) -> bool:
 
 def _is_mode(item: ast.withitem) -> bool:
     call = item.context_expr
-    return isinstance(call, ast.Call) and (
-        call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
-    ) == "inference_mode"
+    return (
+        isinstance(call, ast.Call)
+        and (
+            call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+        )
+        == "inference_mode"
+    )
 
 
 class _Unwrap(ast.NodeTransformer):
