@@ -165,12 +165,8 @@ def param_writes(index: ProjectIndex) -> dict[Target, dict[str, str]]:
             for param, kind in d.pwrites:
                 _join(out.setdefault(me, {}), param, kind)
             for text, key, param in d.passes:
-                launch = text.startswith("[]")
-                text = text.removeprefix("[]")
-                target = index.resolve(s, d, text)
-                if target is None and not (
-                    launch or index.external_writes(s, text) or index.opaque(s, d, text)
-                ):
+                target, outside = _callee(index, s, d, text)
+                if target is None and not outside:
                     continue  # project code the index cannot see into: taken to read
                 name = index.param_name(target, key) if target is not None else None
                 passes.append((me, param, target, name))
@@ -222,11 +218,22 @@ def _handed_kind(
     index: ProjectIndex, s: FileSummary, d: DefSummary, callee: str, key: str
 ) -> str | None:
     """How a callee writes an argument handed to it (see :func:`param_writes`)."""
-    launch = callee.startswith("[]")
-    callee = callee.removeprefix("[]")
-    target = index.resolve(s, d, callee)
+    target, outside = _callee(index, s, d, callee)
     if target is None:
-        outside = launch or index.external_writes(s, callee) or index.opaque(s, d, callee)
         return KERNEL_WRITE if outside else None
     name = index.param_name(target, key)
     return index.param_writes.get(target, {}).get(name) if name is not None else None
+
+
+def _callee(
+    index: ProjectIndex, s: FileSummary, d: DefSummary, text: str
+) -> tuple[Target | None, bool]:
+    """The project callable a call text names, and whether it is code from outside that
+    may write what it is handed from a kernel: a Triton launch (``[]`` prefix), an
+    import from outside the project, a callable made at run time."""
+    launch = text.startswith("[]")
+    text = text.removeprefix("[]")
+    target = index.resolve(s, d, text)
+    if target is not None:
+        return target, False
+    return None, launch or index.external_writes(s, text) or index.opaque(s, d, text)
