@@ -3,8 +3,8 @@
     python benchmarks/bench_fix_trees.py [--trees sglang,vllm] [--extend-select IM005]
 
 Copies each unpacked public wheel (``.cache/src/<tree>/``, see ``bench_accuracy.py
---download``) to a temporary folder, runs ``imlint fix`` on the package, and checks every
-changed file:
+--download``) to a temporary folder, runs ``imlint fix --unsafe-fixes`` on the package
+(every fix, safe and unsafe), and checks every changed file:
 
 - it compiles;
 - its AST, with each inserted ``with <torch>.inference_mode(False)[, <torch>.no_grad()]:``
@@ -113,7 +113,7 @@ def run_tree(name: str, extend: str | None) -> dict[str, int]:
         work = Path(tmp) / package
         shutil.copytree(src, work)
         originals = {p: p.read_bytes() for p in work.rglob("*.py")}
-        cmd = [sys.executable, "-m", "imlint", "fix", package, "--no-cache", "-q"]
+        cmd = [sys.executable, "-m", "imlint", "fix", package, "--no-cache", "-q", "--unsafe-fixes"]
         if extend:
             cmd += ["--extend-select", extend]
         subprocess.run(cmd, cwd=tmp, capture_output=True)

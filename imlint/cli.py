@@ -147,6 +147,11 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
             "caller guards them.",
         ),
         click.option(
+            "--unsafe-fixes/--no-unsafe-fixes",
+            default=None,
+            help="Apply (and mark [*]) unsafe fixes too; overrides the config's unsafe-fixes.",
+        ),
+        click.option(
             "--no-fast",
             is_flag=True,
             help="Parse every file, even those that cannot hold an allocation (the plain path).",
@@ -181,7 +186,8 @@ def check(apply_fix: bool, write_baseline: str | None, **kwargs: Any) -> None:
 def fix(**kwargs: Any) -> None:
     """Wrap lazy persistent allocations in PATHS in `with torch.inference_mode(False):`.
 
-    Exit status: 0 when no finding remains, 1 when unfixable findings remain, 2 on errors.
+    Safe fixes only, unless --unsafe-fixes (see each rule's Fix safety). Exit status: 0
+    when no finding remains (with --diff: would remain), 1 when some do, 2 on errors.
     """
     sys.exit(run(mode="diff" if kwargs["diff"] else "fix", write_baseline=None, **kwargs))
 
@@ -256,6 +262,7 @@ def run(
     exit_zero: bool,
     quiet: bool,
     explain_reach: bool = False,
+    unsafe_fixes: bool | None = None,
 ) -> int:
     del diff  # folded into ``mode``
     try:
@@ -271,6 +278,8 @@ def run(
         return 2
     if timeout is not None:
         settings.timeout = timeout
+    if unsafe_fixes is not None:
+        settings.unsafe_fixes = unsafe_fixes
     lines_of = LineCache()
     stats = RunStats()
     if stdin_filename is not None:
@@ -342,7 +351,9 @@ def run(
         _summarise(mode, findings, errors, n_files, fixed, fixed_files)
     if errors:
         return 2
-    return 1 if findings and not exit_zero else 0
+    # ``--diff`` exits as the fix itself would: 1 only for what it would leave.
+    left = [f for f in findings if not f.fixable] if mode == "diff" else findings
+    return 1 if left and not exit_zero else 0
 
 
 def _output(
@@ -450,17 +461,32 @@ def _summarise(
     if mode == "check":
         click.echo(summary(findings, len(errors), n_files))
         n_fixable = sum(f.fixable for f in findings)
+        hidden = _hidden_fixes(findings)
+        more = (
+            f"{plural(hidden, 'hidden fix', 'hidden fixes')} can be enabled with `--unsafe-fixes`"
+        )
         if n_fixable:
-            click.echo(f"{plural(n_fixable, 'finding')} fixable with `imlint fix` (marked [*]).")
+            line = f"{plural(n_fixable, 'finding')} fixable with `imlint fix` (marked [*])"
+            click.echo(line + (f"; {more}." if hidden else "."))
+        elif hidden:
+            click.echo(f"No safe fixes available ({more}).")
         return
     verb = "Would fix" if mode == "diff" else "Fixed"
     line = f"{verb} {plural(fixed, 'finding')} in {plural(fixed_files, 'file')}"
     remaining = [f for f in findings if not (mode == "diff" and f.fixable)]
-    if remaining:
-        line += f"; {plural(len(remaining), 'finding')} left that cannot be fixed automatically"
+    hidden = _hidden_fixes(remaining)
+    if len(remaining) > hidden:
+        line += f"; {plural(len(remaining) - hidden, 'finding')} left that cannot be fixed automatically"
+    if hidden:
+        line += f"; {plural(hidden, 'unsafe fix', 'unsafe fixes')} not applied (`--unsafe-fixes`)"
     if errors:
         line += f"; {plural(len(errors), 'path')} could not be processed"
     click.echo(line + ".", err=mode == "diff")
+
+
+def _hidden_fixes(findings: list[Finding]) -> int:
+    """Findings with an unsafe fix that this run does not apply."""
+    return sum(1 for f in findings if f.applicability == "unsafe" and not f.fixable)
 
 
 def main() -> None:

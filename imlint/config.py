@@ -63,6 +63,7 @@ KNOWN_KEYS: dict[str, str] = {
     "per-file-ignores": "table of glob pattern -> list of rule codes",
     "timeout": "seconds one file may take before it is reported and skipped (0: no limit)",
     "line-length": "the formatter's line length: fixed lines past it are split as ruff would",
+    "unsafe-fixes": "true to apply unsafe fixes too (see each rule's Fix safety)",
 }
 
 
@@ -81,6 +82,7 @@ class Settings:
     options: AnalysisOptions = field(default_factory=AnalysisOptions)
     timeout: float = 60.0  # per file, seconds; 0 disables
     line_length: int = 88  # the formatter's; the fix splits lines it pushes past it
+    unsafe_fixes: bool = False  # apply (and mark ``[*]``) unsafe fixes too
 
     # ---- rule selection
 
@@ -161,6 +163,7 @@ class Settings:
                 ",".join(self.ignore),
                 ";".join(f"{k}={','.join(v)}" for k, v in sorted(self.per_file_ignores.items())),
                 self.options.key(),
+                f"unsafe={self.unsafe_fixes}",
             ]
         )
 
@@ -254,6 +257,13 @@ def load_settings(config_path: Path | None) -> Settings:
                 f"{config_path}: error: [tool.imlint] line-length must be a positive integer, got {value!r}"
             )
         settings.line_length = value
+    if "unsafe-fixes" in table:
+        value = table["unsafe-fixes"]
+        if not isinstance(value, bool):
+            raise ConfigError(
+                f"{config_path}: error: [tool.imlint] unsafe-fixes must be true or false, got {value!r}"
+            )
+        settings.unsafe_fixes = value
     settings.options = AnalysisOptions(
         extra_allocators=frozenset(
             _string_list(config_path, "extra-allocators", table.get("extra-allocators", []))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from imlint.config import Settings
-from imlint.fix import apply_fixes, unfixable_reason
+from imlint.fix import apply_fixes, unfixable_reason, unsafe_reason
 from imlint.model import parse_and_build
 from imlint.narrow import narrow
 from imlint.project import FileFacts, ProjectIndex, summarize
@@ -133,6 +133,7 @@ class Linter:
                 if is_suppressed(rule.code, lines, (rng.start.line, rng.end.line)):
                     continue
                 reason = unfixable_reason(site, model) if rule.fixable else "the rule has no fix"
+                unsafe = unsafe_reason(site, model) if reason is None else None
                 out.append(
                     Finding(
                         path=path,
@@ -143,8 +144,10 @@ class Linter:
                         code=rule.code,
                         severity=(report.severity or rule.severity).value,
                         message=report.message,
-                        fixable=reason is None,
+                        fixable=reason is None and (unsafe is None or self.settings.unsafe_fixes),
                         unfixable_reason=reason,
+                        applicability=None if reason else "unsafe" if unsafe else "safe",
+                        unsafe_reason=unsafe,
                         function=site.function.qualname,
                         statement=" ".join(lines[rng.start.line - 1].split())
                         if rng.start.line <= len(lines)

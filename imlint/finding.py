@@ -21,8 +21,13 @@ class Finding:
     code: str
     severity: str
     message: str
+    #: whether ``imlint fix`` applies a fix under the run's settings (``[*]``)
     fixable: bool = False
     unfixable_reason: str | None = None
+    #: ``safe`` or ``unsafe`` when the rule can fix the site (``--unsafe-fixes`` applies
+    #: unsafe ones too), None when it cannot; ``unsafe_reason`` says why it is unsafe
+    applicability: str | None = None
+    unsafe_reason: str | None = None
     function: str = ""
     statement: str = ""
     #: Reach (filled in by the project pass): the call path from an inference-mode
@@ -46,6 +51,8 @@ class Finding:
             "message": self.message,
             "fixable": self.fixable,
             "unfixable_reason": self.unfixable_reason,
+            "applicability": self.applicability,
+            "unsafe_reason": self.unsafe_reason,
             "function": self.function,
             "statement": self.statement,
             "armed": self.armed,

@@ -52,6 +52,72 @@ def unfixable_reason(site: AllocationSite, model: ModuleModel) -> str | None:
     return span if isinstance(span, str) else None
 
 
+def unsafe_reason(site: AllocationSite, model: ModuleModel) -> str | None:
+    """Why the fix of a fixable site may change more than the mode its tensor is made
+    under (an *unsafe* fix, applied only with ``--unsafe-fixes``), or None when it is
+    safe: one statement that only calls torch factories (``torch.empty(n)``,
+    ``x.new_zeros(n)``), whose result is the same tensor, now a normal one.
+
+    Unsafe: a statement that computes from other tensors or calls other code (a helper,
+    a constructor), which now runs outside inference mode and without recording
+    gradients even when called with grad on; a guard that also spans the statements
+    that compute the kept value."""
+    if site.suite is not None:
+        stmt: cst.CSTNode = site.suite
+    else:
+        span = kept_span(site, model) if site.stmt is not None else []
+        if isinstance(span, str) or not span:
+            return None  # not fixable at all
+        if len(span) > 1:
+            return (
+                "the guard also spans the statements that compute the kept value, "
+                "which then run outside inference mode and without recording gradients"
+            )
+        stmt = span[0]
+    if _factories_only(stmt, model):
+        return None
+    return (
+        "the statement computes from other tensors or calls other code, which then runs "
+        "outside inference mode and without recording gradients even with grad on"
+    )
+
+
+def _factories_only(stmt: cst.CSTNode, model: ModuleModel) -> bool:
+    """Whether a simple statement's values only call torch factories."""
+    body = (
+        stmt.body if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else ()
+    )
+    values = [
+        small.value
+        for small in body
+        if isinstance(small, (cst.Assign, cst.AnnAssign, cst.Return, cst.Expr))
+        and small.value is not None
+    ]
+    if not (len(values) == len(body) > 0 and all(_only_factories(v, model) for v in values)):
+        return False
+    # What the factories are handed: sizes, dtypes, devices; a call there runs under
+    # the guard too, so only builtins, torch and math, and size queries pass.
+    for value in values:
+        for node in walk(value):
+            if isinstance(node, cst.Call) and not _only_factories(node, model):
+                func = node.func
+                if isinstance(func, cst.Name) and func.value in _SIZE_BUILTINS:
+                    continue
+                if isinstance(func, cst.Attribute) and func.attr.value in _SIZE_METHODS:
+                    continue
+                head = (model.imports.qualify(func) or "").partition(".")[0]
+                if head not in ("torch", "math"):
+                    return False
+    return True
+
+
+#: Calls that compute sizes and options for a factory (safe under the guard).
+_SIZE_BUILTINS = frozenset(
+    {"len", "max", "min", "int", "float", "bool", "abs", "round", "sum", "tuple", "list", "range"}
+)
+_SIZE_METHODS = frozenset({"size", "numel", "dim", "stride", "element_size", "get"})
+
+
 def _statement_reason(site: AllocationSite) -> str | None:
     for frame in site.frames:
         if frame.kind == "lambda":

@@ -21,8 +21,8 @@ if TYPE_CHECKING:  # the rules import LibCST; a cached run never needs them
     from imlint.rule import Rule
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+def plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else many or word + 's'}"
 
 
 def summary(findings: Sequence[Finding], n_errors: int, n_files: int) -> str:
@@ -49,7 +49,11 @@ def write_text(
     ``[armed]`` what an inference-mode region reaches; ``reach``: the call path below."""
     for f in findings:
         mark = (" [*]" if f.fixable else "") + (" [armed]" if f.armed else "")
-        why = f" (not fixed: {f.unfixable_reason})" if reasons and f.unfixable_reason else ""
+        why = ""
+        if reasons and f.unfixable_reason:
+            why = f" (not fixed: {f.unfixable_reason})"
+        elif reasons and f.applicability == "unsafe" and not f.fixable:
+            why = f" (unsafe fix not applied, `--unsafe-fixes` applies it: {f.unsafe_reason})"
         out.write(f"{f.path}:{f.line}:{f.col}: {f.code}{mark} {f.message}{why}\n")
         if reach and f.reach:
             out.write(f"    reach: {f.reach}\n")
@@ -457,6 +461,10 @@ def _sarif_result(
         properties["reach"] = f.reach
     if f.unfixable_reason:
         properties["unfixableReason"] = f.unfixable_reason
+    if f.applicability:
+        properties["applicability"] = f.applicability
+    if f.unsafe_reason:
+        properties["unsafeReason"] = f.unsafe_reason
     result: dict[str, object] = {"ruleId": f.code}
     if rule_index is not None:
         result["ruleIndex"] = rule_index

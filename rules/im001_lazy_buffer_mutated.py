@@ -35,15 +35,21 @@ class LazyBufferMutated(Rule):
     allowed`, taking the server down at boot.
 
     ## Fix safety
-    The fix wraps the statement that performs the allocation in
-    `with torch.inference_mode(False):` when it only calls torch factories, and in
-    `with torch.inference_mode(False), torch.no_grad():` when it computes from other
-    tensors (`inference_mode(False)` alone would switch grad mode on and give the kept
-    tensor a graph). When the kept value is computed after the allocation, the guard
-    spans the statements up to the store; if they are not one block, the finding is
-    reported unfixable. It changes the mode the tensor is created under, not its
-    contents, shape, caching key or lifetime. A cache filled with grad on that relied
-    on recording a graph through the kept tensor no longer does: review such code.
+    Safe when the allocating statement only calls torch factories (`torch.empty(n)`,
+    `x.new_zeros(n)`, with builtins, `torch`, `math` or size queries in the
+    arguments): it is wrapped in `with torch.inference_mode(False):` and makes the
+    same tensor, now a normal one; nothing else runs differently.
+
+    Unsafe (applied with `--unsafe-fixes`) when the statement computes from other
+    tensors or calls other code (a helper, a constructor, `x.clone()`, `torch.cat`):
+    it is wrapped in `with torch.inference_mode(False), torch.no_grad():`
+    (`inference_mode(False)` alone would switch grad mode on and give the kept tensor
+    a graph), so that code runs outside inference mode and records no graph even when
+    called with grad on. Unsafe too when the kept value is computed after the
+    allocation: the guard then spans the statements up to the store (if they are not
+    one block, the finding is reported unfixable). Either way the fix changes the mode
+    the tensor is made under, not its contents, shape, caching key or lifetime; review
+    code that relied on recording a graph through the kept tensor.
 
     ## Options
     `extra-allocators`, `extra-guards`, `extra-cache-decorators` in `[tool.imlint]`.

@@ -29,7 +29,9 @@ class LazyBufferLatent(Rule):
     (`.zero_()`, `.copy_()`, `buf[i] = x`), anywhere, turns it into a boot failure.
 
     ## Fix safety
-    Safe, as for IM001: only the mode the tensor is created under changes.
+    As for IM001: safe for a statement that only calls torch factories, unsafe for
+    one that computes from other tensors or calls other code, or a guard spanning the
+    statements that compute the kept value (applied with `--unsafe-fixes`).
 
     ## Options
     `extra-allocators`, `extra-guards`, `extra-cache-decorators` in `[tool.imlint]`.

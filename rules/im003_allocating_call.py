@@ -36,14 +36,15 @@ class LazyAllocatingCall(Rule):
     to inference tensor outside InferenceMode is not allowed`.
 
     ## Fix safety
-    The fix wraps the statement that makes the call (for a factory, the call to the
-    helper) in `with torch.inference_mode(False), torch.no_grad():`. Everything the
-    call allocates is then a normal tensor, and nothing it computes records a graph
-    (`inference_mode(False)` alone would switch grad mode on inside the call, even
-    under the caller's `no_grad()`). A call that relied on recording a graph with grad
-    on no longer does: review such code. A guard
-    in the callee itself (or in every caller of the function) also counts, and the
-    site is then not reported.
+    Unsafe (applied with `--unsafe-fixes`): the fix wraps the statement that makes the
+    call (for a factory, the call to the helper) in
+    `with torch.inference_mode(False), torch.no_grad():`, so the whole callee runs
+    outside inference mode. Everything the call allocates is then a normal tensor, and
+    nothing it computes records a graph (`inference_mode(False)` alone would switch
+    grad mode on inside the call, even under the caller's `no_grad()`). A call that
+    relied on recording a graph with grad on no longer does: review it. A guard in the
+    callee itself (or in every caller of the function) also counts, and the site is
+    then not reported.
 
     ## Options
     `extra-allocators`, `extra-guards`, `extra-cache-decorators`,

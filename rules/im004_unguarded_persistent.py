@@ -25,7 +25,9 @@ class UnguardedPersistentAllocation(Rule):
     matters depends on who reads the storage in between; review each site.
 
     ## Fix safety
-    Safe: only the mode the tensor is created under changes.
+    As for IM001: safe for a statement that only calls torch factories (only the mode
+    the tensor is made under changes), unsafe for one that computes from other tensors
+    or calls other code (applied with `--unsafe-fixes`).
 
     ## Options
     `extra-allocators`, `extra-guards` in `[tool.imlint]`.

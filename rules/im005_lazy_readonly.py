@@ -37,9 +37,9 @@ class LazyReadOnlyTensor(Rule):
     it `is_inference()`. A server that never runs autograd cannot hit it.
 
     ## Fix safety
-    The fix wraps the statement that allocates in `with torch.inference_mode(False):`,
-    as for IM001: safe for a factory call; see IM001 for statements that compute from
-    other tensors.
+    As for IM001: safe for a statement that only calls torch factories, unsafe for one
+    that computes from other tensors or calls other code, or a guard spanning the
+    statements that compute the kept value (applied with `--unsafe-fixes`).
 
     ## Options
     `extra-allocators`, `extra-guards`, `extra-cache-decorators` in `[tool.imlint]`.

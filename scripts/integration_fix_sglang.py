@@ -81,7 +81,7 @@ def check_tree(package: str, version: str, review: int = 0) -> list[str]:
         shutil.copytree(src / package, work)
         before = {p: p.read_bytes() for p in work.rglob("*.py")}
         start = time.perf_counter()
-        first = imlint("fix", package, cwd=Path(tmp))
+        first = imlint("fix", package, "--unsafe-fixes", cwd=Path(tmp))
         elapsed = time.perf_counter() - start
         print(first.stdout.strip().splitlines()[-1] if first.stdout.strip() else first.stderr)
         changed = [p for p, data in before.items() if p.read_bytes() != data]
@@ -102,7 +102,7 @@ def check_tree(package: str, version: str, review: int = 0) -> list[str]:
         if review:
             print_review(before, changed, review)
         snapshot = {p: p.read_bytes() for p in changed}
-        imlint("fix", package, cwd=Path(tmp))
+        imlint("fix", package, "--unsafe-fixes", cwd=Path(tmp))
         again = [p for p, data in snapshot.items() if p.read_bytes() != data]
         untouched = [
             p for p, data in before.items() if p not in snapshot and p.read_bytes() != data

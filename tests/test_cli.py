@@ -83,11 +83,14 @@ def test_json_output_is_a_list_of_stable_objects(tmp_path):
         "message",
         "fixable",
         "unfixable_reason",
+        "applicability",
+        "unsafe_reason",
         "function",
         "statement",
         "armed",
         "reach",
     }
+    assert item["applicability"] == "safe" and item["unsafe_reason"] is None
     assert item["armed"] is False and item["reach"].startswith("no path found")
     assert (item["line"], item["col"], item["code"], item["severity"]) == (
         8,

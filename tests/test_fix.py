@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import shutil
 import stat
@@ -29,7 +30,11 @@ IDS = [str(b.relative_to(FIXTURES)) for b, _ in PAIRS]
 
 @pytest.fixture(scope="module")
 def linter():
-    return Linter(load_settings(FIXTURES / "pyproject.toml"))
+    """The fixtures' settings, unsafe fixes on: the .fixed.py files are what
+    ``imlint fix --unsafe-fixes`` makes."""
+    settings = load_settings(FIXTURES / "pyproject.toml")
+    settings.unsafe_fixes = True
+    return Linter(settings)
 
 
 def fix_bytes(linter: Linter, path: Path, before: Path | None = None) -> bytes:
@@ -91,7 +96,7 @@ def test_unfixable_shapes_are_reported_with_reasons(linter):
 )
 def test_rule_examples_fix_to_their_fixed_text(rule, index):
     example = rule.INVALID[index]
-    linter = Linter(Settings(select=(rule.code,)))
+    linter = Linter(Settings(select=(rule.code,), unsafe_fixes=True))
     assert linter.fix_text("example.py", example.code).text == example.fixed
 
 
@@ -156,11 +161,120 @@ def test_check_fix_is_the_same_as_fix(tmp_path):
 def test_diff_writes_nothing(tmp_path, command):
     (tmp_path / "a.py").write_text(LAZY)
     r = run_imlint(*command, "a.py", cwd=tmp_path)
-    assert r.code == 1
+    assert r.code == 0, r.out + r.err  # every finding would be fixed, as `fix` would exit
     assert "+        with torch.inference_mode(False):" in r.out
     assert r.out.startswith("--- a.py\n+++ a.py\n")
     assert "Would fix 1 finding in 1 file." in r.err
     assert (tmp_path / "a.py").read_text() == LAZY
+
+
+def test_diff_exits_1_for_what_the_fix_would_leave(tmp_path):
+    (tmp_path / "a.py").write_text(UNFIXABLE)
+    r = run_imlint("fix", "--diff", "a.py", cwd=tmp_path)
+    assert r.code == 1 and r.out == ""
+    assert "1 finding left that cannot be fixed automatically" in r.err
+    assert (tmp_path / "a.py").read_text() == UNFIXABLE
+
+
+# The stored value computes from a tensor: the fix adds ``no_grad()`` and is unsafe.
+COMPUTED = (
+    "import torch\n\n_T = {}\n\n\ndef table(n, scale):\n    if n not in _T:\n"
+    "        _T[n] = torch.arange(n) * scale\n    _T[n].zero_()\n    return _T[n]\n"
+)
+COMPUTED_FIXED = COMPUTED.replace(
+    "        _T[n] = torch.arange(n) * scale\n",
+    "        with torch.inference_mode(False), torch.no_grad():\n"
+    "            _T[n] = torch.arange(n) * scale\n",
+)
+
+
+def test_unsafe_fix_is_shown_but_applied_only_on_request(tmp_path):
+    (tmp_path / "a.py").write_text(COMPUTED)
+    r = run_imlint("check", "a.py", "--no-show-source", cwd=tmp_path)
+    assert r.code == 1 and "IM001 " in r.out and "[*]" not in r.out
+    assert "No safe fixes available (1 hidden fix can be enabled with `--unsafe-fixes`)." in r.out
+    r = run_imlint("fix", "a.py", cwd=tmp_path)
+    assert r.code == 1 and (tmp_path / "a.py").read_text() == COMPUTED
+    assert "unsafe fix not applied, `--unsafe-fixes` applies it: the statement computes" in r.out
+    assert "1 unsafe fix not applied (`--unsafe-fixes`)." in r.out
+    r = run_imlint("check", "a.py", "--unsafe-fixes", "--no-show-source", cwd=tmp_path)
+    assert "IM001 [*]" in r.out and "1 finding fixable with `imlint fix`" in r.out
+    r = run_imlint("fix", "a.py", "--unsafe-fixes", cwd=tmp_path)
+    assert r.code == 0 and (tmp_path / "a.py").read_text() == COMPUTED_FIXED
+
+
+def test_unsafe_fixes_from_the_config_and_overridden_on_the_command_line(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[tool.imlint]\nunsafe-fixes = true\n")
+    (tmp_path / "a.py").write_text(COMPUTED)
+    r = run_imlint("fix", "a.py", "--no-unsafe-fixes", "--no-cache", cwd=tmp_path)
+    assert r.code == 1 and (tmp_path / "a.py").read_text() == COMPUTED
+    r = run_imlint("fix", "a.py", "--no-cache", cwd=tmp_path)
+    assert r.code == 0 and (tmp_path / "a.py").read_text() == COMPUTED_FIXED
+    (tmp_path / "pyproject.toml").write_text('[tool.imlint]\nunsafe-fixes = "yes"\n')
+    r = run_imlint("check", "a.py", cwd=tmp_path)
+    assert r.code == 2 and "unsafe-fixes must be true or false" in r.err
+
+
+def test_unsafe_fix_seen_by_a_warm_cache_run(tmp_path):
+    """The cache keys on unsafe-fixes: a run with it on does not replay ``[ ]``."""
+    (tmp_path / "a.py").write_text(COMPUTED)
+    assert "[*]" not in run_imlint("check", "a.py", "--no-show-source", cwd=tmp_path).out
+    r = run_imlint("check", "a.py", "--unsafe-fixes", "--no-show-source", cwd=tmp_path)
+    assert "IM001 [*]" in r.out
+
+
+@pytest.mark.parametrize(
+    ("statement", "applicability"),
+    [
+        ("torch.empty(n)", "safe"),
+        ("torch.zeros(max(n, 16), len(x), device=x.device, dtype=torch.int32)", "safe"),
+        ("x.new_zeros((n, x.size(0)))", "safe"),
+        ("torch.empty(helper(n))", "unsafe"),  # the helper now runs with the mode off
+        ("torch.arange(n) * 2", "unsafe"),
+        ("x.clone()", "unsafe"),
+        ("torch.cat([x, x])", "unsafe"),
+        ("Workspace(n)", "unsafe"),
+    ],
+)
+def test_applicability_of_each_statement_shape(statement, applicability):
+    source = (
+        "import torch\n\n_C = {}\n\n\ndef get(n, x):\n    if n not in _C:\n"
+        f"        _C[n] = {statement}\n    _C[n].zero_()\n    return _C[n]\n"
+    )
+    if statement.startswith("Workspace"):
+        source += (
+            "\n\nclass Workspace:\n    def __init__(self, n):\n        self.t = torch.empty(n)\n"
+        )
+    (finding,) = Linter(Settings()).check_text("m.py", source)
+    assert finding.applicability == applicability, finding
+    assert finding.fixable == (applicability == "safe")
+    assert (finding.unsafe_reason is None) == (applicability == "safe")
+
+
+def test_a_guard_spanning_statements_is_unsafe():
+    source = (
+        "import torch\n\n_C = {}\n\n\ndef get(n, tail):\n    if n not in _C:\n"
+        "        ids = torch.empty(n)\n        _C[n] = ids[:tail]\n"
+        "    _C[n].zero_()\n    return _C[n]\n"
+    )
+    (finding,) = Linter(Settings()).check_text("m.py", source)
+    assert finding.applicability == "unsafe" and "spans the statements" in finding.unsafe_reason
+
+
+def test_json_and_sarif_carry_the_applicability(tmp_path):
+    (tmp_path / "a.py").write_text(COMPUTED)
+    (item,) = json.loads(run_imlint("check", "a.py", "--output-format", "json", cwd=tmp_path).out)
+    assert (item["applicability"], item["fixable"]) == ("unsafe", False)
+    assert item["unsafe_reason"].startswith("the statement computes")
+    sarif = json.loads(run_imlint("check", "a.py", "--output-format", "sarif", cwd=tmp_path).out)
+    (result,) = sarif["runs"][0]["results"]
+    assert result["properties"]["applicability"] == "unsafe"
+    assert "fixes" not in result  # not applied by default: no fix offered
+    sarif = json.loads(
+        run_imlint("check", "a.py", "--output-format", "sarif", "--unsafe-fixes", cwd=tmp_path).out
+    )
+    (result,) = sarif["runs"][0]["results"]
+    assert result["fixes"] and result["properties"]["fixable"] is True
 
 
 def test_unfixable_findings_exit_1_with_reason(tmp_path):

@@ -21,7 +21,7 @@ from imlint.engine import Linter
 
 torch = pytest.importorskip("torch")
 
-LINTER = Linter(Settings(extend_select=("IM005",)))
+LINTER = Linter(Settings(extend_select=("IM005",), unsafe_fixes=True))
 
 #: (module source, call that fills the cache, what is kept) per shape
 SHAPES = {

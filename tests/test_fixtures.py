@@ -15,7 +15,11 @@ AFTER = sorted(FIXTURES.rglob("*.fixed.py"))
 
 @pytest.fixture(scope="module")
 def linter():
-    return Linter(load_settings(FIXTURES / "pyproject.toml"))
+    """The fixtures' settings, unsafe fixes on: the .fixed.py files are what
+    ``imlint fix --unsafe-fixes`` makes."""
+    settings = load_settings(FIXTURES / "pyproject.toml")
+    settings.unsafe_fixes = True
+    return Linter(settings)
 
 
 def test_there_are_fixtures():

@@ -273,7 +273,7 @@ def test_fast_path_equals_plain_path_with_the_project_pass(tmp_path):
 
 def test_fix_wraps_an_im003_site_found_through_another_module(tmp_path):
     write_tree(tmp_path, PACKAGE)
-    r = run_imlint("fix", "pkg", "--no-cache", cwd=tmp_path)
+    r = run_imlint("fix", "pkg", "--no-cache", "--unsafe-fixes", cwd=tmp_path)
     assert r.code == 0, r.out + r.err
     text = (tmp_path / "pkg/layers/attention.py").read_text()
     assert (
@@ -512,7 +512,7 @@ def test_a_local_function_handed_to_a_get_or_create_helper_is_the_site(tmp_path)
     ((d,),) = [json.loads(r.out)]
     assert (Path(d["path"]).name, d["line"], d["code"]) == ("use.py", 9, "IM003")
     assert "the factory `make`: split.make returns a tensor via torch.empty" in d["message"]
-    fixed = run_imlint("fix", ".", "--no-cache", cwd=tmp_path)
+    fixed = run_imlint("fix", ".", "--no-cache", "--unsafe-fixes", cwd=tmp_path)
     assert fixed.code == 0, fixed.out + fixed.err
     assert (
         '    with torch.inference_mode(False), torch.no_grad():\n        buf = REGISTRY.get("split", make)'
