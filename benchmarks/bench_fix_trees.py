@@ -112,6 +112,7 @@ def run_tree(name: str, extend: str | None) -> dict[str, int]:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / package
         shutil.copytree(src, work)
+        (Path(tmp) / "pyproject.toml").write_text(f'[project]\nname = "{package}-copy"\n')
         originals = {p: p.read_bytes() for p in work.rglob("*.py")}
         cmd = [sys.executable, "-m", "imlint", "fix", package, "--no-cache", "-q", "--unsafe-fixes"]
         if extend:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,7 +14,7 @@ from imlint import __version__
 from imlint.baseline import BaselineError, LineCache, load_baseline
 from imlint.baseline import write_baseline as write_baseline_file
 from imlint.config import ConfigError, Settings, find_config, load_settings
-from imlint.discovery import discover
+from imlint.discovery import discover, project_context
 from imlint.finding import Finding
 from imlint.report import (
     plural,
@@ -27,7 +28,7 @@ from imlint.report import (
     write_statistics,
     write_text,
 )
-from imlint.runner import CACHE_DIR, Outcome, RunStats, default_jobs, run_files
+from imlint.runner import CACHE_DIR, Outcome, RunStats, default_jobs, facts_of_text, run_files
 
 
 def _codes(value: str | None) -> tuple[str, ...] | None:
@@ -147,6 +148,12 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
             "caller guards them.",
         ),
         click.option(
+            "--respect-gitignore/--no-respect-gitignore",
+            default=None,
+            help="Skip files and folders that .gitignore files ignore (default: on; "
+            "overrides the config's respect-gitignore).",
+        ),
+        click.option(
             "--unsafe-fixes/--no-unsafe-fixes",
             default=None,
             help="Apply (and mark [*]) unsafe fixes too; overrides the config's unsafe-fixes.",
@@ -263,6 +270,7 @@ def run(
     quiet: bool,
     explain_reach: bool = False,
     unsafe_fixes: bool | None = None,
+    respect_gitignore: bool | None = None,
 ) -> int:
     del diff  # folded into ``mode``
     try:
@@ -280,10 +288,31 @@ def run(
         settings.timeout = timeout
     if unsafe_fixes is not None:
         settings.unsafe_fixes = unsafe_fixes
+    if respect_gitignore is not None:
+        settings.respect_gitignore = respect_gitignore
     lines_of = LineCache()
     stats = RunStats()
+    if (
+        stdin_filename is not None
+        and force_exclude
+        and settings.is_excluded_anywhere(stdin_filename)
+    ):
+        # Excluded, as ruff does: nothing is reported; a fix echoes the input unchanged.
+        data = sys.stdin.buffer.read()
+        if mode == "fix":
+            sys.stdout.buffer.write(data)
+        return 0
     if stdin_filename is not None:
-        outcomes, n_files, errors = _run_stdin(stdin_filename, settings, mode, lines_of)
+        context = project_context((), [stdin_filename], settings)
+        outcomes, n_files, errors = _run_stdin(
+            stdin_filename,
+            settings,
+            mode,
+            lines_of,
+            context,
+            jobs if jobs is not None else default_jobs(),
+            not no_cache,
+        )
     else:
         found = discover(paths or (".",), settings, force_exclude=force_exclude)
         outcomes = run_files(
@@ -295,6 +324,7 @@ def run(
             use_cache=not no_cache,
             debug=debug,
             stats=stats,
+            context=project_context(paths or (".",), found.files, settings),
         )
         n_files = len(found.files)
         errors = list(found.errors)
@@ -324,6 +354,39 @@ def run(
     if mode == "diff":
         for o in outcomes:
             sys.stdout.write(o.diff)
+    # A fix of stdin prints the fixed source on stdout, and nothing else there.
+    with contextlib.redirect_stdout(
+        sys.stderr if stdin_filename is not None and mode == "fix" else sys.stdout
+    ):
+        _report(
+            output_format, findings, errors, mode, statistics, show_source, lines_of,
+            settings, explain_reach, stats, guarded, quiet, outcomes, n_files,
+        )  # fmt: skip
+    if errors:
+        return 2
+    # ``--diff`` exits as the fix itself would: 1 only for what it would leave.
+    left = [f for f in findings if not f.fixable] if mode == "diff" else findings
+    return 1 if left and not exit_zero else 0
+
+
+def _report(
+    output_format: str,
+    findings: list[Finding],
+    errors: list[tuple[str, str]],
+    mode: str,
+    statistics: bool,
+    show_source: bool | None,
+    lines_of: LineCache,
+    settings: Settings,
+    explain_reach: bool,
+    stats: RunStats,
+    guarded: list[Finding],
+    quiet: bool,
+    outcomes: list[Outcome],
+    n_files: int,
+) -> None:
+    """Findings in the chosen format, what every caller guards (``--explain-reach``),
+    and the summary line."""
     _output(
         output_format,
         findings,
@@ -349,11 +412,6 @@ def run(
         fixed = sum(o.fixed for o in outcomes)
         fixed_files = sum(1 for o in outcomes if o.fixed)
         _summarise(mode, findings, errors, n_files, fixed, fixed_files)
-    if errors:
-        return 2
-    # ``--diff`` exits as the fix itself would: 1 only for what it would leave.
-    left = [f for f in findings if not f.fixable] if mode == "diff" else findings
-    return 1 if left and not exit_zero else 0
 
 
 def _output(
@@ -410,11 +468,18 @@ def _output(
 
 
 def _run_stdin(
-    name: str, settings: Settings, mode: str, lines_of: LineCache
+    name: str,
+    settings: Settings,
+    mode: str,
+    lines_of: LineCache,
+    context: list[str],
+    jobs: int,
+    use_cache: bool,
 ) -> tuple[list[Outcome], int, list[tuple[str, str]]]:
-    """Check (or fix, printing the fixed source) what stdin holds, reported as ``name``."""
+    """Check (or fix, printing the fixed source) what stdin holds, reported as ``name``,
+    indexed with ``context`` (the other files of its project)."""
     from imlint.engine import Linter
-    from imlint.source import SourceError, decode
+    from imlint.source import InvalidSource, SourceError, decode
 
     raw = sys.stdin.buffer.read()
     try:
@@ -423,13 +488,16 @@ def _run_stdin(
         return [], 1, [(name, str(exc))]
     lines_of.add(name, source.text)
     linter = Linter(settings)
+    facts = None
+    with contextlib.suppress(InvalidSource):  # the check reports why it does not parse
+        facts = facts_of_text(name, source.text, context, settings, jobs=jobs, use_cache=use_cache)
     if mode == "check":
-        result = linter.check_source(name, source)
+        result = linter.check_source(name, source, facts)
         return [Outcome(name, result.findings, result.error)], 1, []
     from imlint.engine import PARSE_FAILURES, parse_failure, unified_diff
 
     try:
-        report = linter.fix_text(name, source.text)
+        report = linter.fix_text(name, source.text, facts)
     except Exception as exc:  # a syntax error or worse: echo the input unchanged
         if mode == "fix":
             sys.stdout.buffer.write(raw)
@@ -444,7 +512,7 @@ def _run_stdin(
         return [Outcome(name, report.remaining, fixed=report.fixed)], 1, []
     diff = unified_diff(name, source.text, report.text)
     return (
-        [Outcome(name, linter.check_text(name, source.text), fixed=report.fixed, diff=diff)],
+        [Outcome(name, linter.check_text(name, source.text, facts), fixed=report.fixed, diff=diff)],
         1,
         [],
     )

@@ -5,12 +5,16 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomllib
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised by CI on the oldest Python
+    import tomli as tomllib
 
 from imlint.options import AnalysisOptions
 
@@ -64,6 +68,7 @@ KNOWN_KEYS: dict[str, str] = {
     "timeout": "seconds one file may take before it is reported and skipped (0: no limit)",
     "line-length": "the formatter's line length: fixed lines past it are split as ruff would",
     "unsafe-fixes": "true to apply unsafe fixes too (see each rule's Fix safety)",
+    "respect-gitignore": "false to walk into what .gitignore files ignore (default true)",
 }
 
 
@@ -83,6 +88,7 @@ class Settings:
     timeout: float = 60.0  # per file, seconds; 0 disables
     line_length: int = 88  # the formatter's; the fix splits lines it pushes past it
     unsafe_fixes: bool = False  # apply (and mark ``[*]``) unsafe fixes too
+    respect_gitignore: bool = True  # skip what ``.gitignore`` files ignore when walking
 
     # ---- rule selection
 
@@ -257,6 +263,13 @@ def load_settings(config_path: Path | None) -> Settings:
                 f"{config_path}: error: [tool.imlint] line-length must be a positive integer, got {value!r}"
             )
         settings.line_length = value
+    if "respect-gitignore" in table:
+        value = table["respect-gitignore"]
+        if not isinstance(value, bool):
+            raise ConfigError(
+                f"{config_path}: error: [tool.imlint] respect-gitignore must be true or false, got {value!r}"
+            )
+        settings.respect_gitignore = value
     if "unsafe-fixes" in table:
         value = table["unsafe-fixes"]
         if not isinstance(value, bool):

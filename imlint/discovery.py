@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from imlint.config import Settings
+from imlint.ignore import GitIgnores
+from imlint.roots import project_root
 
 
 @dataclass
@@ -38,7 +40,7 @@ def discover(paths: Iterable[str], settings: Settings, force_exclude: bool = Fal
         if force_exclude and settings.is_excluded_anywhere(given):
             continue
         if os.path.isdir(given) and not (os.path.islink(given) and _is_python(given)):
-            _walk(given, settings, add, out)
+            _walk(given, settings, add, out, GitIgnores.above(given, settings))
         elif os.path.lexists(given):
             add(given)
         else:
@@ -46,11 +48,46 @@ def discover(paths: Iterable[str], settings: Settings, force_exclude: bool = Fal
     return out
 
 
-def _walk(top: str, settings: Settings, add: object, out: Discovery) -> None:
+def project_context(given: Iterable[str], files: list[str], settings: Settings) -> list[str]:
+    """The other Python files of the projects that ``files`` belong to: indexed with
+    them, so that a check of some files (a pre-commit batch, an editor's buffer, one
+    file on the command line) sees the same allocators, writers and callers as a check
+    of the whole project, and reports the same findings for those files. Excludes
+    apply as when the project is walked; folders given whole are not walked again."""
+    cwd = os.getcwd()
+    walked = {os.path.abspath(p) for p in given if os.path.isdir(p)}
+    roots: list[str] = []
+    for path in files:
+        root = project_root(path)
+        if root is not None and root not in roots:
+            roots.append(root)
+    # A root inside another root is walked with it.
+    roots = [r for r in roots if not any(r != o and r.startswith(o + os.sep) for o in roots)]
+    seen = {os.path.normcase(os.path.abspath(p)) for p in files}
+    out: list[str] = []
+
+    def add(path: str) -> None:
+        absolute = os.path.abspath(path)
+        key = os.path.normcase(absolute)
+        if key not in seen:
+            seen.add(key)
+            inside = absolute.startswith(cwd + os.sep)
+            out.append(os.path.relpath(absolute, cwd) if inside else absolute)
+
+    for root in roots:
+        if root in walked:
+            continue
+        top = os.path.relpath(root, cwd) if root == cwd or root.startswith(cwd + os.sep) else root
+        _walk(top, settings, add, Discovery(), GitIgnores.above(top, settings))
+    return out
+
+
+def _walk(top: str, settings: Settings, add: object, out: Discovery, ignores: GitIgnores) -> None:
     assert callable(add)
-    stack = [top]
+    stack = [(top, ignores)]
     while stack:
-        directory = stack.pop()
+        directory, ignores = stack.pop()
+        ignores = ignores.entering(directory)
         try:
             with os.scandir(directory) as it:
                 entries = sorted(it, key=lambda e: e.name)
@@ -60,7 +97,7 @@ def _walk(top: str, settings: Settings, add: object, out: Discovery) -> None:
         except OSError as exc:
             out.errors.append((directory, f"cannot list directory: {exc.strerror or exc}"))
             continue
-        subdirs: list[str] = []
+        subdirs: list[tuple[str, GitIgnores]] = []
         for entry in entries:
             path = entry.path if directory != "." else entry.name
             try:
@@ -70,9 +107,11 @@ def _walk(top: str, settings: Settings, add: object, out: Discovery) -> None:
             if is_dir:
                 if settings.is_excluded(path) or os.path.exists(os.path.join(path, "pyvenv.cfg")):
                     continue
-                subdirs.append(path)
+                if ignores.ignored(path, is_dir=True):
+                    continue
+                subdirs.append((path, ignores))
             elif _is_python(entry.name):
-                if settings.is_excluded(path):
+                if settings.is_excluded(path) or ignores.ignored(path, is_dir=False):
                     continue
                 add(path)  # symlinks, dangling or looping, are reported when read
         stack.extend(reversed(subdirs))

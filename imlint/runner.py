@@ -424,8 +424,10 @@ def run_files(
     use_cache: bool,
     debug: bool,
     stats: RunStats | None = None,
+    context: list[str] | None = None,
 ) -> list[Outcome]:
     """Process files (``mode``: check, fix or diff); outcomes in the order of ``files``.
+    ``context``: the project's other files, summarised and indexed, not checked.
 
     Two phases: every file's project summary (Python's parser; cached), joined into
     the project index in this process, then each file's check with what the index
@@ -434,131 +436,229 @@ def run_files(
     """
     workers = Workers(settings, mode, jobs, fast, debug)
     try:
-        return _run_files(files, settings, mode, workers, use_cache, stats or RunStats())
+        return _run_files(
+            files, context or [], settings, mode, workers, use_cache, stats or RunStats()
+        )
     finally:
         workers.close()
 
 
+class _Summaries:
+    """Phase one, for every indexed file: its project summary (Python's parser), from
+    the project cache, the summary cache or a worker; and the index built from them
+    when some file's facts are not in the project cache."""
+
+    def __init__(self, settings: Settings, workers: Workers, use_cache: bool) -> None:
+        self.settings = settings
+        self.workers = workers
+        self.cache = SummaryCache(settings.root, settings) if use_cache else None
+        self.project = ProjectCache(settings.root, settings) if use_cache else None
+        self.use_cache = use_cache
+        self.digests: dict[str, str] = {}  # path -> content digest (regular files)
+        self.known: dict[str, str] = {}  # path -> summary digest
+        self.errors: dict[str, str] = {}  # path -> why it has no summary
+        self.fresh: dict[str, Any] = {}  # path -> summary data computed or loaded now
+        self._index: Any = None
+
+    def summarise(self, paths: list[str]) -> None:
+        from imlint.project import summary_digest
+
+        # Content digests, for the caches (workers read the files again). Only regular
+        # files are opened here: a FIFO would block; the summary reports what is wrong.
+        if self.use_cache:
+            for path in paths:
+                try:
+                    if stat.S_ISREG(os.stat(path).st_mode):
+                        with open(path, "rb") as fh:
+                            self.digests[path] = digest_of(fh.read())
+                except OSError:
+                    pass
+        need: list[str] = []
+        project = self.project
+        for path in paths:
+            entry = project.digests.get(os.path.abspath(path)) if project is not None else None
+            if entry is not None and path in self.digests and entry[0] == self.digests[path]:
+                if entry[1].startswith("!"):
+                    self.errors[path] = entry[1][1:]
+                else:
+                    self.known[path] = entry[1]
+            else:
+                need.append(path)
+        # Many files to summarise (a first run, a new checkout): try the summary cache;
+        # for a few, parsing them costs less than loading it.
+        if need and self.cache is not None and len(need) > 64:
+            self.cache.load()
+            for path in list(need):
+                data = self.cache.get(path, self.digests.get(path, ""))
+                if data is not None:
+                    self.fresh[path] = data
+                    self.known[path] = summary_digest(data)
+            need = [p for p in need if p not in self.fresh]
+        for done in _run([(p,) for p in need], self.workers, "summarize"):
+            assert isinstance(done, Summarized)
+            if done.error is not None:
+                self.errors[done.path] = done.error
+                if project is not None and done.digest:
+                    project.digests[os.path.abspath(done.path)] = (done.digest, "!" + done.error)
+                continue
+            self.add(done.path, done.digest, done.summary)
+
+    def add(self, path: str, digest: str, summary: Any) -> None:
+        """A summary computed now (by a worker, or of text that is not on disk)."""
+        from imlint.project import summary_digest
+
+        self.fresh[path] = summary
+        self.known[path] = summary_digest(summary)
+        if digest:
+            self.digests[path] = digest
+            if self.cache is not None:
+                self.cache.put(path, digest, summary)
+
+    def state(self) -> str:
+        """What the facts depend on: every file's summary and the configuration."""
+        known = self.known
+        return _key(
+            repr(sorted((os.path.abspath(p), known[p]) for p in known)) + self.settings.cache_key()
+        )
+
+    def index(self, stats: RunStats) -> Any:
+        """The project index (built once, on first need)."""
+        from imlint.project import FileSummary, ProjectIndex
+
+        if self._index is None:
+            stats.index_rebuilt = True
+            data = dict(self.fresh)
+            missing = [p for p in self.known if p not in data]
+            if missing and self.cache is not None:
+                self.cache.load()
+                for p in missing:
+                    cached = self.cache.get(p, self.digests.get(p, ""))
+                    if cached is not None:
+                        data[p] = cached
+            missing = [p for p in self.known if p not in data]
+            for done in _run([(p,) for p in missing], self.workers, "summarize"):
+                if isinstance(done, Summarized) and done.summary is not None:
+                    data[done.path] = done.summary
+                    if self.cache is not None:
+                        self.cache.put(done.path, done.digest, done.summary)
+            # Millions of small tuples, none cyclic: the cyclic collector would only
+            # walk them again and again while they are built.
+            gc.disable()
+            try:
+                # In path order: what the index reports first (a writer cited in a
+                # message) must not depend on which files were given or came first.
+                self._index = ProjectIndex(
+                    FileSummary.from_data(data[p]) for p in sorted(data, key=os.path.abspath)
+                )
+            finally:
+                gc.enable()
+        return self._index
+
+    def facts(self, stats: RunStats, reuse: bool) -> dict[str, FileFacts]:
+        """Every summarised file's facts: from the project cache when the project is
+        as it was (``reuse``), else from the index."""
+        project = self.project
+        out: dict[str, FileFacts] = {}
+        for path in self.known:
+            stored = project.facts.get(os.path.abspath(path)) if reuse and project else None
+            out[path] = (
+                FileFacts.from_data(stored) if stored is not None else self.index(stats).facts(path)
+            )
+        return out
+
+    def save(self, state: str, facts: dict[str, FileFacts], reach: dict[str, Any],
+             stats: RunStats) -> None:  # fmt: skip
+        if self.cache is not None:
+            self.cache.save()
+        project = self.project
+        if project is None:
+            return
+        project.state = state
+        entries = {
+            os.path.abspath(p): (self.digests[p], self.known[p])
+            for p in self.known
+            if p in self.digests
+        }
+        for p in self.errors:  # files Python cannot parse: known bad until their content changes
+            entry = project.digests.get(os.path.abspath(p))
+            if entry is not None and entry[1].startswith("!"):
+                entries[os.path.abspath(p)] = entry
+        project.digests = entries
+        project.facts = {os.path.abspath(p): facts[p].to_data() for p in facts}
+        project.reach = reach
+        project.counts = (stats.indexed, stats.allocating, stats.unresolved_calls)
+        project.save()
+
+
 def _run_files(
     files: list[str],
+    context: list[str],
     settings: Settings,
     mode: str,
     workers: Workers,
     use_cache: bool,
     stats: RunStats,
 ) -> list[Outcome]:
-    from imlint.project import FileFacts, FileSummary, ProjectIndex, summary_digest
+    """The pipeline: summarise (the checked files and their project) -> index (facts
+    per file) -> check -> reach."""
+    clock = time.perf_counter()
+    summaries = _Summaries(settings, workers, use_cache)
+    summaries.summarise(files + context)
+    stats.timings["summaries"] = time.perf_counter() - clock
 
+    clock = time.perf_counter()
+    state = summaries.state()
+    project = summaries.project
+    reuse = project is not None and project.state == state
+    facts = summaries.facts(stats, reuse)
+    stats.timings["index"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    results = _check(files, facts, summaries, settings, mode, workers, use_cache)
+    stats.timings["checks"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    reach = dict(project.reach) if reuse and project is not None else {}
+    for path in files:
+        _add_reach(results[path], reach, lambda: summaries.index(stats))
+    stats.timings["reach"] = time.perf_counter() - clock
+
+    stats.facts = facts
+    index = summaries._index
+    if index is not None:
+        stats.indexed = len(index.files)
+        stats.allocating = index.allocating_count()
+        stats.unresolved_calls = index.unresolved_total
+    elif reuse and project is not None:
+        stats.indexed, stats.allocating, stats.unresolved_calls = project.counts
+    summaries.save(state, facts, reach, stats)
+    return [results[p] for p in files]
+
+
+def _check(
+    files: list[str],
+    facts: dict[str, FileFacts],
+    summaries: _Summaries,
+    settings: Settings,
+    mode: str,
+    workers: Workers,
+    use_cache: bool,
+) -> dict[str, Outcome]:
+    """Phase two: each file's check with its facts, through the result cache (keyed by
+    content and facts)."""
     results: dict[str, Outcome] = {}
     cache = ResultCache(settings.root, settings) if use_cache and mode == "check" else None
-    summaries = SummaryCache(settings.root, settings) if use_cache else None
-    project = ProjectCache(settings.root, settings) if use_cache else None
-
-    # Content digests, for the caches (workers read the files again). Only regular
-    # files are opened here: a FIFO would block; phase one reports what is wrong.
-    digests: dict[str, str] = {}
-    if use_cache:
-        for path in files:
-            try:
-                if stat.S_ISREG(os.stat(path).st_mode):
-                    with open(path, "rb") as fh:
-                        digests[path] = digest_of(fh.read())
-            except OSError:
-                pass
-
-    # Phase one: summaries of files whose summary digest is not known for this content.
-    known: dict[str, str] = {}  # path -> summary digest
-    errors: dict[str, str] = {}
-    fresh: dict[str, Any] = {}  # path -> summary data computed now
-    need: list[str] = []
-    for path in files:
-        entry = project.digests.get(os.path.abspath(path)) if project is not None else None
-        if entry is not None and path in digests and entry[0] == digests[path]:
-            if entry[1].startswith("!"):
-                errors[path] = entry[1][1:]
-            else:
-                known[path] = entry[1]
-        else:
-            need.append(path)
-    # Many files to summarise (a first run, a new checkout): try the summary cache;
-    # for a few, parsing them costs less than loading it.
-    if need and summaries is not None and len(need) > 64:
-        summaries.load()
-        for path in list(need):
-            data = summaries.get(path, digests.get(path, ""))
-            if data is not None:
-                fresh[path] = data
-                known[path] = summary_digest(data)
-        need = [p for p in need if p not in fresh]
-    clock = time.perf_counter()
-    for done in _run([(p,) for p in need], workers, "summarize"):
-        assert isinstance(done, Summarized)
-        if done.error is not None:
-            errors[done.path] = done.error
-            if project is not None and done.digest:
-                project.digests[os.path.abspath(done.path)] = (done.digest, "!" + done.error)
-            continue
-        fresh[done.path] = done.summary
-        known[done.path] = summary_digest(done.summary)
-        digests[done.path] = done.digest
-        if summaries is not None:
-            summaries.put(done.path, done.digest, done.summary)
-
-    stats.timings["summaries"] = time.perf_counter() - clock
-    clock = time.perf_counter()
-    state = _key(repr(sorted((os.path.abspath(p), known[p]) for p in known)) + settings.cache_key())
-    index: ProjectIndex | None = None
-
-    def build_index() -> ProjectIndex:
-        nonlocal index
-        if index is None:
-            stats.index_rebuilt = True
-            data = dict(fresh)
-            missing = [p for p in known if p not in data]
-            if missing and summaries is not None:
-                summaries.load()
-                for p in missing:
-                    cached = summaries.get(p, digests.get(p, ""))
-                    if cached is not None:
-                        data[p] = cached
-            missing = [p for p in known if p not in data]
-            for done in _run([(p,) for p in missing], workers, "summarize"):
-                if isinstance(done, Summarized) and done.summary is not None:
-                    data[done.path] = done.summary
-                    if summaries is not None:
-                        summaries.put(done.path, done.digest, done.summary)
-            # Millions of small tuples, none cyclic: the cyclic collector would only
-            # walk them again and again while they are built.
-            gc.disable()
-            try:
-                index = ProjectIndex(FileSummary.from_data(d) for d in data.values())
-            finally:
-                gc.enable()
-        return index
-
-    facts: dict[str, FileFacts] = {}
-    reuse = project is not None and project.state == state
-    for path in known:
-        stored = project.facts.get(os.path.abspath(path)) if reuse and project else None
-        facts[path] = (
-            FileFacts.from_data(stored) if stored is not None else build_index().facts(path)
-        )
-
-    stats.timings["index"] = time.perf_counter() - clock
-    clock = time.perf_counter()
-
-    # Phase two: the checks, with the result cache keyed by content and facts.
     todo: list[tuple[str, FileFacts]] = []
     keys: dict[str, str] = {}
     for path in files:
-        if path in errors:
-            results[path] = Outcome(path, error=errors[path])
+        if path in summaries.errors:
+            results[path] = Outcome(path, error=summaries.errors[path])
             continue
         if path not in facts:
             results[path] = Outcome(path, error="could not be read")
             continue
-        if cache is not None and path in digests:
-            keys[path] = f"{digests[path]}:{facts[path].key()}"
+        if cache is not None and path in summaries.digests:
+            keys[path] = f"{summaries.digests[path]}:{facts[path].key()}"
             hit = cache.get(path, keys[path])
             if hit is not None:
                 results[path] = hit
@@ -569,57 +669,57 @@ def _run_files(
         results[outcome.path] = outcome
         if cache is not None and outcome.path in keys and not outcome.error:
             cache.put(outcome.path, keys[outcome.path], outcome)
-
-    stats.timings["checks"] = time.perf_counter() - clock
-    clock = time.perf_counter()
-
-    # Reach, for every finding.
-    reach_of: dict[str, Any] = dict(project.reach) if reuse and project is not None else {}
-    for path in files:
-        outcome = results[path]
-        if not outcome.findings:
-            continue
-        updated = []
-        for f in outcome.findings:
-            rkey = f"{os.path.abspath(path)}::{f.function}"
-            if rkey not in reach_of:
-                idx = build_index()
-                target = idx.target_of(path, f.function)
-                r = idx.reach(target) if target is not None else None
-                reach_of[rkey] = (
-                    (r.armed, r.text())
-                    if r is not None
-                    else (False, "no path found (function not indexed)")
-                )
-            armed, text = reach_of[rkey]
-            updated.append(dataclasses.replace(f, armed=armed, reach=text))
-        outcome.findings = updated
-
-    stats.timings["reach"] = time.perf_counter() - clock
-    stats.facts = facts
-    if index is not None:
-        stats.indexed = len(index.files)
-        stats.allocating = index.allocating_count()
-        stats.unresolved_calls = index.unresolved_total
-    elif reuse and project is not None:
-        stats.indexed, stats.allocating, stats.unresolved_calls = project.counts
     if cache is not None:
         cache.save()
-    if summaries is not None:
-        summaries.save()
-    if project is not None:
-        project.state = state
-        entries = {os.path.abspath(p): (digests[p], known[p]) for p in known if p in digests}
-        for p in errors:  # files Python cannot parse: known bad until their content changes
-            entry = project.digests.get(os.path.abspath(p))
-            if entry is not None and entry[1].startswith("!"):
-                entries[os.path.abspath(p)] = entry
-        project.digests = entries
-        project.facts = {os.path.abspath(p): facts[p].to_data() for p in facts}
-        project.reach = reach_of
-        project.counts = (stats.indexed, stats.allocating, stats.unresolved_calls)
-        project.save()
-    return [results[p] for p in files]
+    return results
+
+
+def _add_reach(outcome: Outcome, reach_of: dict[str, Any], index: Any) -> None:
+    """Each finding's reach: a call path from an inference-mode region, if any."""
+    if not outcome.findings:
+        return
+    updated = []
+    for f in outcome.findings:
+        rkey = f"{os.path.abspath(outcome.path)}::{f.function}"
+        if rkey not in reach_of:
+            idx = index()
+            target = idx.target_of(outcome.path, f.function)
+            r = idx.reach(target) if target is not None else None
+            reach_of[rkey] = (
+                (r.armed, r.text())
+                if r is not None
+                else (False, "no path found (function not indexed)")
+            )
+        armed, text = reach_of[rkey]
+        updated.append(dataclasses.replace(f, armed=armed, reach=text))
+    outcome.findings = updated
+
+
+def facts_of_text(
+    name: str,
+    text: str,
+    context: list[str],
+    settings: Settings,
+    *,
+    jobs: int,
+    use_cache: bool,
+) -> FileFacts:
+    """What the project index says of text that is not on disk as it is (an editor's
+    buffer on stdin, reported as ``name``), indexed with the project's other files."""
+    from imlint.project import summarize
+    from imlint.source import python_parse
+
+    workers = Workers(settings, "check", jobs, True, False)
+    try:
+        summaries = _Summaries(settings, workers, use_cache)
+        summaries.summarise([p for p in context if os.path.abspath(p) != os.path.abspath(name)])
+        summary = summarize(name, text, settings.options, python_parse(text))
+        summaries.add(name, "", summary.to_data())
+        if summaries.cache is not None:
+            summaries.cache.save()
+        return summaries.index(RunStats()).facts(name)
+    finally:
+        workers.close()
 
 
 class Workers:

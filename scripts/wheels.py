@@ -19,6 +19,7 @@ def wheel_sources(package: str, version: str, top: str | None = None) -> Path:
     dest = CACHE / "src" / f"{package}-{version}"
     top = top or package
     if (dest / top).is_dir():
+        _mark_project(dest, package)
         return dest
     wheels = CACHE / "wheels"
     wheels.mkdir(parents=True, exist_ok=True)
@@ -45,4 +46,14 @@ def wheel_sources(package: str, version: str, top: str | None = None) -> Path:
     with zipfile.ZipFile(found[0]) as zf:
         members = [m for m in zf.namelist() if m.startswith(top + "/")]
         zf.extractall(dest, members)
+    _mark_project(dest, package)
     return dest
+
+
+def _mark_project(dest: Path, package: str) -> None:
+    """An unpacked wheel is a project of its own, as its source checkout is: a
+    ``pyproject.toml`` marks its root, so that imlint indexes it alone (not with
+    whatever repository the cache folder sits in)."""
+    marker = dest / "pyproject.toml"
+    if not marker.exists():
+        marker.write_text(f'[project]\nname = "{package}-unpacked"\n', encoding="utf-8")

@@ -1,0 +1,234 @@
+"""Same findings everywhere: a check of some files (a pre-commit batch, one file, an
+editor's buffer on stdin) reports exactly what `imlint check .` reports for them,
+because the project index always covers the project the files belong to."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from .conftest import run_imlint
+
+# A package whose hazards are only visible across files.
+PACKAGE = {
+    "pyproject.toml": "[project]\nname = 'demo'\n",
+    "pkg/__init__.py": "",
+    # A constructor that allocates and writes: building it lazily is IM003 (error).
+    "pkg/wrapper.py": (
+        "import torch\n\n\nclass Workspace:\n    def __init__(self, n):\n"
+        "        self.buf = torch.empty(n)\n        self.buf.zero_()\n"
+    ),
+    "pkg/user.py": (
+        "from pkg.wrapper import Workspace\n\n_WS = {}\n\n\ndef get(n):\n"
+        "    if n not in _WS:\n        _WS[n] = Workspace(n)\n    return _WS[n]\n"
+    ),
+    # A getter whose buffer another module writes in place: IM001 only with that module.
+    "pkg/buffers.py": (
+        "import torch\n\n_B = {}\n\n\ndef scratch(n):\n    if n not in _B:\n"
+        "        _B[n] = torch.empty(n)\n    return _B[n]\n"
+    ),
+    "pkg/consumer.py": (
+        "from pkg.buffers import scratch\n\n\ndef step(x):\n    scratch(x.numel()).copy_(x)\n"
+    ),
+    # A buffer handed to a helper in another module that fills it in place.
+    "pkg/ops.py": "def clear(buf):\n    buf.fill_(0)\n",
+    "pkg/cache.py": (
+        "import torch\n\nfrom pkg.ops import clear\n\n\nclass Cache:\n"
+        "    def __init__(self):\n        self._t = None\n\n    def table(self, n):\n"
+        "        if self._t is None:\n            self._t = torch.zeros(n)\n"
+        "        clear(self._t)\n        return self._t\n"
+    ),
+    # Something to keep clean, and a file in a subpackage.
+    "pkg/clean.py": "def add(a, b):\n    return a + b\n",
+    "pkg/sub/__init__.py": "",
+    "pkg/sub/deep.py": (
+        "from pkg.buffers import scratch\n\n\ndef run(x):\n    scratch(4)[:2].zero_()\n"
+    ),
+}
+
+
+def _write(root: Path) -> list[str]:
+    for name, text in PACKAGE.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return sorted(n for n in PACKAGE if n.endswith(".py"))
+
+
+def _key(item: dict) -> tuple:
+    return (item["path"], item["line"], item["col"], item["code"], item["severity"],
+            item["message"])  # fmt: skip
+
+
+def _findings(*args: str, cwd: Path, stdin: str | None = None) -> set[tuple]:
+    r = run_imlint("check", *args, "--output-format", "json", "--exit-zero", cwd=cwd, stdin=stdin)
+    assert r.code == 0, r.err
+    return {_key(i) for i in json.loads(r.out)}
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> tuple[Path, list[str], set[tuple]]:
+    files = _write(tmp_path)
+    full = _findings(".", "--no-cache", cwd=tmp_path)
+    # The package must hold cross-file findings of each kind, or the test proves nothing.
+    assert {(p, c, s) for p, _l, _c, c, s, _m in full} >= {
+        ("pkg/user.py", "IM003", "error"),
+        ("pkg/buffers.py", "IM001", "error"),
+        ("pkg/cache.py", "IM001", "error"),
+    }, full
+    return tmp_path, files, full
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_batches_report_the_subset_of_the_whole_check(project, seed):
+    """As pre-commit does: files shuffled and split into batches, one run per batch."""
+    root, files, full = project
+    rng = random.Random(seed)
+    shuffled = files[:]
+    rng.shuffle(shuffled)
+    n = rng.choice([2, 3, 5])
+    batches = [shuffled[i::n] for i in range(n)]
+    cache = ["--no-cache"] if seed % 2 else []  # warm caches must agree too
+    union: set[tuple] = set()
+    for batch in batches:
+        got = _findings(*batch, *cache, cwd=root)
+        assert got == {f for f in full if f[0] in batch}, batch
+        union |= got
+    assert union == full
+
+
+def test_one_file_from_a_subfolder_sees_its_project(project):
+    root, _files, full = project
+    got = _findings("user.py", "--no-cache", cwd=root / "pkg")
+    assert {f[1:] for f in got} == {f[1:] for f in full if f[0] == "pkg/user.py"}
+
+
+@pytest.mark.parametrize("name", ["pkg/user.py", "pkg/buffers.py", "pkg/cache.py"])
+def test_stdin_sees_its_project(project, name):
+    root, _files, full = project
+    text = (root / name).read_text()
+    got = _findings("--stdin-filename", name, "--no-cache", cwd=root, stdin=text)
+    assert got == {f for f in full if f[0] == name}
+
+
+def test_stdin_uses_the_buffer_not_the_file_on_disk(project):
+    """The editor's unsaved text stands in for the file in the index."""
+    root, _files, _full = project
+    edited = (root / "pkg/buffers.py").read_text().replace("torch.empty(n)", "torch.ones(n)")
+    got = _findings("--stdin-filename", "pkg/buffers.py", cwd=root, stdin=edited)
+    assert got and all("ones" in f[5] or f[3] == "IM001" for f in got)
+
+
+def test_fix_of_one_file_sees_what_check_of_the_project_sees(project):
+    root, _files, _full = project
+    r = run_imlint("fix", "pkg/user.py", "--unsafe-fixes", "--no-cache", cwd=root)
+    assert r.code == 0, r.out + r.err
+    assert "Fixed 1 finding in 1 file." in r.out
+    assert "torch.inference_mode(False), torch.no_grad():" in (root / "pkg/user.py").read_text()
+
+
+def test_stdin_fix_prints_only_the_fixed_source(project):
+    root, _files, _full = project
+    text = (root / "pkg/buffers.py").read_text()
+    r = run_imlint("fix", "--stdin-filename", "pkg/buffers.py", cwd=root, stdin=text)
+    assert r.code == 0, r.err
+    compile(r.out, "buffers.py", "exec")
+    assert "with torch.inference_mode(False):" in r.out
+    assert "Fixed 1 finding in 1 file." in r.err and "Fixed" not in r.out
+    # Unfixable (unsafe, not enabled): the source unchanged on stdout, the finding on stderr.
+    text = (root / "pkg/user.py").read_text()
+    r = run_imlint("fix", "--stdin-filename", "pkg/user.py", "-q", cwd=root, stdin=text)
+    assert r.code == 1 and r.out == text and "IM003" in r.err
+
+
+def test_force_exclude_applies_to_stdin(project):
+    root, _files, _full = project
+    (root / "pyproject.toml").write_text("[tool.imlint]\nextend-exclude = ['pkg/buffers.py']\n")
+    text = (root / "pkg/buffers.py").read_text()
+    args = ("--stdin-filename", "pkg/buffers.py", "--force-exclude")
+    r = run_imlint("check", *args, cwd=root, stdin=text)
+    assert r.code == 0 and r.out == ""
+    r = run_imlint("fix", *args, cwd=root, stdin=text)
+    assert r.code == 0 and r.out == text
+    # Without --force-exclude the name given on stdin is checked, as a path given would be.
+    assert run_imlint("check", args[0], args[1], cwd=root, stdin=text).code == 1
+
+
+def test_no_project_marker_means_the_given_files_are_the_project(tmp_path):
+    """With no pyproject.toml or .git above, nothing outside the given paths is read."""
+    for name, text in PACKAGE.items():
+        if name != "pyproject.toml":
+            (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / name).write_text(text)
+    from imlint.discovery import project_root
+
+    if project_root(str(tmp_path)) is not None:
+        pytest.skip("a pyproject.toml or .git sits above the temporary folder")
+    got = _findings("pkg/user.py", "--no-cache", cwd=tmp_path)
+    assert not any(f[3] == "IM003" for f in got)
+
+
+# ------------------------------------------------------------------ .gitignore
+
+LAZY = "import torch\n\n_C = {}\n\n\ndef get(n):\n    if n not in _C:\n        _C[n] = torch.empty(n)\n    _C[n].zero_()\n    return _C[n]\n"
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def _paths(*args: str, cwd: Path) -> set[str]:
+    r = run_imlint("check", *args, "--output-format", "json", "--exit-zero", "--no-cache", cwd=cwd)
+    assert r.code == 0, r.err
+    return {i["path"] for i in json.loads(r.out)}
+
+
+def test_gitignored_files_are_skipped_unless_asked_for(tmp_path):
+    _tree(
+        tmp_path,
+        {
+            ".gitignore": "build/\n*_generated.py\n",
+            "src/a.py": LAZY,
+            "build/lib/src/a.py": LAZY,
+            "src/x_generated.py": LAZY,
+            "src/keep/.gitignore": "!*_generated.py\n",  # a deeper file's negation wins
+            "src/keep/y_generated.py": LAZY,
+        },
+    )
+    (tmp_path / ".git").mkdir()
+    assert _paths(".", cwd=tmp_path) == {"src/a.py", "src/keep/y_generated.py"}
+    # From a subfolder, the root's .gitignore still applies.
+    assert _paths(".", cwd=tmp_path / "src") == {"a.py", "keep/y_generated.py"}
+    assert _paths(".", "--no-respect-gitignore", cwd=tmp_path) == {
+        "src/a.py",
+        "build/lib/src/a.py",
+        "src/x_generated.py",
+        "src/keep/y_generated.py",
+    }
+    # Paths given explicitly are checked, files and folders alike.
+    assert _paths("src/x_generated.py", cwd=tmp_path) == {"src/x_generated.py"}
+    assert _paths("build", cwd=tmp_path) == {"build/lib/src/a.py"}
+    (tmp_path / "pyproject.toml").write_text("[tool.imlint]\nrespect-gitignore = false\n")
+    assert "build/lib/src/a.py" in _paths(".", cwd=tmp_path)
+
+
+def test_gitignored_files_are_not_indexed_for_others(tmp_path):
+    """A copy under build/ must not stand in for the project's own module."""
+    files = {name: text for name, text in PACKAGE.items() if name != "pyproject.toml"}
+    _tree(tmp_path, files)
+    _tree(tmp_path, {".gitignore": "build/\n", "pyproject.toml": "[project]\nname='d'\n"})
+    # An ignored build copy whose constructor allocates nothing.
+    _tree(
+        tmp_path,
+        {
+            "build/lib/pkg/__init__.py": "",
+            "build/lib/pkg/wrapper.py": "class Workspace:\n    def __init__(self, n):\n        pass\n",
+        },
+    )
+    r = run_imlint("check", "pkg/user.py", "--no-cache", cwd=tmp_path)
+    assert "IM003" in r.out
