@@ -31,18 +31,46 @@ from imlint.report import (
 from imlint.runner import CACHE_DIR, Outcome, RunStats, default_jobs, facts_of_text, run_files
 
 
-def _codes(value: str | None) -> tuple[str, ...] | None:
-    if value is None:
+def _codes(values: str | tuple[str, ...] | None) -> tuple[str, ...] | None:
+    """Codes from a flag's values (repeated flags accumulate: ``--select IM001
+    --select IM002`` is ``--select IM001,IM002``); None when the flag was not given."""
+    if values is None or (isinstance(values, tuple) and not values):
         return None
-    return tuple(c.strip().upper() for c in value.split(",") if c.strip())
+    joined = ",".join(values) if isinstance(values, tuple) else values
+    return tuple(c.strip().upper() for c in joined.split(",") if c.strip())
+
+
+def check_selectors(settings: Settings, flags: dict[str, tuple[str, ...] | None]) -> None:
+    """Every selector must name a rule, a prefix of one, or ALL (a typo would
+    otherwise turn rules off silently): a ConfigError names the bad one."""
+    from imlint.rules import RULES_BY_CODE
+
+    def bad(selectors: tuple[str, ...]) -> list[str]:
+        return [
+            s for s in selectors if s != "ALL" and not any(c.startswith(s) for c in RULES_BY_CODE)
+        ]
+
+    known = f"known: {', '.join(RULES_BY_CODE)}, a prefix of them, or ALL"
+    for flag, codes in flags.items():
+        if codes and (wrong := bad(codes)):
+            raise ConfigError(f"error: unknown rule selector {wrong[0]!r} in --{flag} ({known})")
+    where = f"{settings.config_path}: error: [tool.imlint]"
+    for key, codes in (
+        ("select", settings.select or ()),
+        ("extend-select", settings.extend_select),
+        ("ignore", settings.ignore),
+        *((f"per-file-ignores.{pat!r}", c) for pat, c in settings.per_file_ignores.items()),
+    ):
+        if wrong := bad(tuple(c.upper() for c in codes)):
+            raise ConfigError(f"{where} unknown rule selector {wrong[0]!r} in {key} ({known})")
 
 
 def resolve_settings(
     paths: tuple[str, ...],
     config: str | None,
-    select: str | None,
-    extend_select: str | None,
-    ignore: str | None,
+    select: str | tuple[str, ...] | None,
+    extend_select: str | tuple[str, ...] | None,
+    ignore: str | tuple[str, ...] | None,
 ) -> Settings:
     """Config file (explicit, else the nearest to the first path), then CLI overrides."""
     config_path: Path | None
@@ -54,6 +82,14 @@ def resolve_settings(
         start = Path(paths[0]) if paths else Path.cwd()
         config_path = find_config(start if start.exists() else Path.cwd())
     settings = load_settings(config_path)
+    check_selectors(
+        settings,
+        {
+            "select": _codes(select),
+            "extend-select": _codes(extend_select),
+            "ignore": _codes(ignore),
+        },
+    )
     if (s := _codes(select)) is not None:
         settings.select = s  # an explicit selection on the command line wins over the config
         settings.ignore = ()
@@ -81,12 +117,22 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--select",
             metavar="CODES",
-            help="Comma-separated rule codes or prefixes to enable (replaces the config's selection).",
+            multiple=True,
+            help="Comma-separated rule codes or prefixes to enable (replaces the config's "
+            "selection; repeats accumulate).",
         ),
         click.option(
-            "--extend-select", metavar="CODES", help="Rule codes or prefixes to enable on top."
+            "--extend-select",
+            metavar="CODES",
+            multiple=True,
+            help="Rule codes or prefixes to enable on top (repeats accumulate).",
         ),
-        click.option("--ignore", metavar="CODES", help="Rule codes or prefixes to disable."),
+        click.option(
+            "--ignore",
+            metavar="CODES",
+            multiple=True,
+            help="Rule codes or prefixes to disable (repeats accumulate).",
+        ),
         click.option(
             "--config", metavar="FILE", help="A pyproject.toml to read [tool.imlint] from."
         ),
@@ -249,9 +295,9 @@ def probe_command(
 def run(
     mode: str,
     paths: tuple[str, ...],
-    select: str | None,
-    extend_select: str | None,
-    ignore: str | None,
+    select: tuple[str, ...],
+    extend_select: tuple[str, ...],
+    ignore: tuple[str, ...],
     config: str | None,
     force_exclude: bool,
     output_format: str,
@@ -541,6 +587,8 @@ def _summarise(
         return
     verb = "Would fix" if mode == "diff" else "Fixed"
     line = f"{verb} {plural(fixed, 'finding')} in {plural(fixed_files, 'file')}"
+    if not fixed:
+        line = "No fixes to apply" if mode == "diff" else "No fixes applied"
     remaining = [f for f in findings if not (mode == "diff" and f.fixable)]
     hidden = _hidden_fixes(remaining)
     if len(remaining) > hidden:

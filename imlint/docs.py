@@ -125,7 +125,7 @@ def rule_markdown(rule_cls: type[Rule]) -> str:
         "| code | name | default | severity | fixable |",
         "| --- | --- | --- | --- | --- |",
         f"| `{rule_cls.code}` | {rule_cls.name} | {_on(rule_cls.default_enabled)} "
-        f"| {rule_cls.severity.value} | {_yes(rule_cls.fixable)} |",
+        f"| {_severity(rule_cls)} | {_yes(rule_cls.fixable)} |",
         "",
         rule_summary(rule_cls),
         "",
@@ -157,9 +157,7 @@ def rules_table(rules: Sequence[type[Rule]]) -> str:
     """A plain-text table of ``rules``: code, name, severity, default, fixable."""
     header = ("code", "name", "severity", "default", "fixable")
     rows: list[tuple[str, ...]] = [header]
-    rows += [
-        (r.code, r.name, r.severity.value, _on(r.default_enabled), _yes(r.fixable)) for r in rules
-    ]
+    rows += [(r.code, r.name, _severity(r), _on(r.default_enabled), _yes(r.fixable)) for r in rules]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     rows.insert(1, tuple("-" * w for w in widths))
     return "".join(
@@ -184,10 +182,16 @@ def index_markdown(rules: Sequence[type[Rule]]) -> str:
     for r in rules:
         summary = rule_summary(r).replace("|", "\\|")
         out.append(
-            f"| [{r.code}]({r.code}.md) | {r.name} | {r.severity.value} "
+            f"| [{r.code}]({r.code}.md) | {r.name} | {_severity(r)} "
             f"| {_on(r.default_enabled)} | {_yes(r.fixable)} | {summary} |"
         )
     return "\n".join(out) + "\n"
+
+
+def _severity(rule: type[Rule]) -> str:
+    """``warning``, or ``warning (error when ...)`` for a rule that escalates."""
+    note = rule.severity_note
+    return f"{rule.severity.value} ({note})" if note else rule.severity.value
 
 
 def _with_marker(page: str) -> str:

@@ -73,9 +73,10 @@ def write_json(out: TextIO, findings: Sequence[Finding], errors: Sequence[tuple[
 
 
 def write_concise(out: TextIO, findings: Sequence[Finding]) -> None:
-    """``path:line:col: CODE message``, one line per finding: no fix marker, no summary."""
+    """``path:line:col: CODE [*] message``, one line per finding, no summary."""
     for f in findings:
-        out.write(f"{f.path}:{f.line}:{f.col}: {f.code} {f.message}\n")
+        mark = " [*]" if f.fixable else ""
+        out.write(f"{f.path}:{f.line}:{f.col}: {f.code}{mark} {f.message}\n")
 
 
 def github_escape_data(text: str) -> str:

@@ -63,6 +63,8 @@ class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
     severity: ClassVar[Severity]
+    #: when some findings are reported at another severity: e.g. "error when ..."
+    severity_note: ClassVar[str] = ""
     default_enabled: ClassVar[bool] = True
     fixable: ClassVar[bool] = True
     VALID: ClassVar[list[Valid]] = []

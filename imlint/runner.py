@@ -30,6 +30,7 @@ import os
 import re
 import signal
 import stat
+import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
@@ -44,6 +45,9 @@ from imlint.project import FileFacts
 from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_ALLOCATORS
 
 CACHE_DIR = ".imlint_cache"
+#: What a file means depends on the Python that parses it (syntax errors, the marshal
+#: format): every cache is kept per Python version.
+_PYTHON = "py{}.{}".format(*sys.version_info[:2])
 
 
 @dataclass
@@ -80,7 +84,7 @@ class ResultCache:
     """Per-file check results keyed by content hash, for one version and configuration."""
 
     def __init__(self, root: Path, settings: Settings) -> None:
-        key = hashlib.sha256(f"{__version__}|{settings.cache_key()}".encode()).hexdigest()[:16]
+        key = _key(f"{__version__}|{_PYTHON}|{settings.cache_key()}")
         self.folder = root / CACHE_DIR
         self.file = self.folder / f"results-{key}.json"
         self.entries: dict[str, dict[str, Any]] = {}
@@ -298,7 +302,7 @@ class SummaryCache:
     def __init__(self, root: Path, settings: Settings) -> None:
         from imlint.project import SUMMARY_VERSION
 
-        key = _key(f"{__version__}|{SUMMARY_VERSION}|{settings.options.key()}")
+        key = _key(f"{__version__}|{_PYTHON}|{SUMMARY_VERSION}|{settings.options.key()}")
         self.folder = root / CACHE_DIR
         self.file = self.folder / f"summaries-{key}.marshal"
         self.entries: dict[str, tuple[str, Any]] = {}
@@ -336,7 +340,7 @@ class ProjectCache:
     def __init__(self, root: Path, settings: Settings) -> None:
         from imlint.project import SUMMARY_VERSION
 
-        key = _key(f"{__version__}|{SUMMARY_VERSION}|{settings.options.key()}")
+        key = _key(f"{__version__}|{_PYTHON}|{SUMMARY_VERSION}|{settings.options.key()}")
         self.folder = root / CACHE_DIR
         self.file = self.folder / f"project-{key}.marshal"
         data = _load_marshal(self.file)

@@ -54,6 +54,7 @@ class LazyAllocatingCall(Rule):
     code = "IM003"
     name = "lazy-allocating-call"
     severity = Severity.WARNING
+    severity_note = "error when written in place"
 
     VALID = [
         Valid(

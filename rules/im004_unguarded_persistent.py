@@ -17,7 +17,8 @@ class UnguardedPersistentAllocation(Rule):
     Flags a tensor allocation stored into storage that outlives the call
     (`self._buf = torch.empty(...)` in a method other than `__init__`, a module-level
     dict, a `global`) when the store is unconditional, so IM001/IM002 do not see it as
-    lazy. Off by default: enable it with `select = ["IM004"]` or `--select IM004`.
+    lazy. Off by default: enable it with `extend-select = ["IM004"]` in `[tool.imlint]`
+    or `--extend-select IM004` (`select` would turn the other rules off).
 
     ## Why is this bad?
     Such a method re-allocates on every call, so a call under inference mode leaves an

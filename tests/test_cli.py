@@ -101,6 +101,76 @@ def test_json_output_is_a_list_of_stable_objects(tmp_path):
     assert item["function"] == "get"
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--select", "IM999"),
+        ("--select", "IM01"),  # a prefix of no rule: would turn every rule off
+        ("--select", "IM001,XYZ"),
+        ("--extend-select", "IM9"),
+        ("--ignore", "IM0001"),
+    ],
+)
+def test_unknown_selectors_on_the_command_line_are_errors(tmp_path, args):
+    write(tmp_path, "a.py", LAZY)
+    r = run_imlint("check", "a.py", *args, cwd=tmp_path)
+    assert r.code == 2 and r.out == ""
+    assert "unknown rule selector" in r.err and "known: IM001" in r.err
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        'select = ["IM01"]',
+        'extend-select = ["IM7"]',
+        'ignore = ["X"]',
+        'per-file-ignores = { "a.py" = ["IM0002"] }',
+    ],
+)
+def test_unknown_selectors_in_the_config_are_errors(tmp_path, table):
+    write(tmp_path, "a.py", LAZY)
+    write(tmp_path, "pyproject.toml", f"[tool.imlint]\n{table}\n")
+    r = run_imlint("check", "a.py", cwd=tmp_path)
+    assert r.code == 2 and "pyproject.toml: error: [tool.imlint] unknown rule selector" in r.err
+
+
+def test_known_selectors_pass(tmp_path):
+    write(tmp_path, "a.py", LAZY)
+    for selector in ("ALL", "IM", "IM0", "im002", "IM00"):
+        assert run_imlint("check", "a.py", "--select", selector, cwd=tmp_path).code == 1
+
+
+def test_repeated_flags_accumulate(tmp_path):
+    write(tmp_path, "a.py", LAZY)
+    unconditional = "import torch\nclass A:\n    def f(self):\n        self.b = torch.empty(1)\n"
+    write(tmp_path, "b.py", unconditional)
+    r = run_imlint(
+        "check", ".", "--select", "IM002", "--select", "IM004", "--output-format", "json",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert sorted(i["code"] for i in json.loads(r.out)) == ["IM002", "IM004"]
+    r = run_imlint(
+        "check", ".", "--ignore", "IM002", "--ignore", "IM001", "--extend-select", "IM004",
+        "--output-format", "json", cwd=tmp_path,
+    )  # fmt: skip
+    assert [i["code"] for i in json.loads(r.out)] == ["IM004"]
+
+
+def test_caches_are_kept_per_python_version(tmp_path, monkeypatch):
+    """A syntax error under one Python is not replayed under another."""
+    from imlint import runner
+    from imlint.config import Settings
+
+    names = set()
+    for version in ("py3.11", "py3.12"):
+        monkeypatch.setattr(runner, "_PYTHON", version)
+        settings = Settings(root=tmp_path)
+        names.add(runner.ResultCache(tmp_path, settings).file.name)
+        names.add(runner.SummaryCache(tmp_path, settings).file.name)
+        names.add(runner.ProjectCache(tmp_path, settings).file.name)
+    assert len(names) == 6
+
+
 def test_select_and_ignore(tmp_path):
     write(tmp_path, "a.py", LAZY)
     assert run_imlint("check", "a.py", "--ignore", "IM002", cwd=tmp_path).code == 0

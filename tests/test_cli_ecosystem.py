@@ -16,7 +16,11 @@ MUTATED = LAZY.replace("    return _C[n]\n", "    _C[n].zero_()\n    return _C[n
 def test_concise_and_github_formats(tmp_path):
     (tmp_path / "a.py").write_text(LAZY)
     r = run_imlint("check", "a.py", "--output-format", "concise", cwd=tmp_path)
-    assert r.code == 1 and r.out.startswith("a.py:8:17: IM002 Lazy buffer") and "Found" not in r.out
+    assert (
+        r.code == 1
+        and r.out.startswith("a.py:8:17: IM002 [*] Lazy buffer")
+        and "Found" not in r.out
+    )
     r = run_imlint("check", "a.py", "--output-format", "github", cwd=tmp_path)
     assert r.out.startswith(
         "::warning file=a.py,line=8,col=17,endLine=8,endColumn=31,title=IM002::"

@@ -34,9 +34,8 @@ def test_rule_markdown_has_every_section_and_example(rule: type[Rule]):
     assert rule.summary() in page
     default = "on" if rule.default_enabled else "off"
     fixable = "yes" if rule.fixable else "no"
-    assert (
-        f"| `{rule.code}` | {rule.name} | {default} | {rule.severity.value} | {fixable} |" in page
-    )
+    severity = rule.severity.value + (f" ({rule.severity_note})" if rule.severity_note else "")
+    assert f"| `{rule.code}` | {rule.name} | {default} | {severity} | {fixable} |" in page
     for valid in rule.VALID:
         assert f"```python\n{valid.code}```" in page
     for invalid in rule.INVALID:
@@ -66,6 +65,13 @@ def test_rule_sections_reports_a_missing_section():
         rule_sections(Undocumented)
 
 
+def test_a_rule_that_escalates_says_so():
+    """IM003 reports an error when the object's tensors are written in place."""
+    im003 = next(r for r in ALL_RULES if r.code == "IM003")
+    assert "warning (error when written in place)" in rules_table(ALL_RULES)
+    assert "error when" in rule_markdown(im003)
+
+
 def test_rules_table():
     lines = rules_table(ALL_RULES).splitlines()
     assert lines[0].split() == ["code", "name", "severity", "default", "fixable"]
@@ -74,7 +80,8 @@ def test_rules_table():
     for line, rule in zip(lines[2:], ALL_RULES, strict=True):
         default = "on" if rule.default_enabled else "off"
         fixable = "yes" if rule.fixable else "no"
-        assert line.split() == [rule.code, rule.name, rule.severity.value, default, fixable]
+        severity = rule.severity.value + (f" ({rule.severity_note})" if rule.severity_note else "")
+        assert line.split() == [rule.code, rule.name, *severity.split(), default, fixable]
     # Columns line up.
     assert lines[0].index("severity") == lines[2].index(ALL_RULES[0].severity.value)
 

@@ -148,7 +148,7 @@ def test_fix_command_writes_and_summarises(tmp_path):
     assert stat.S_IMODE((tmp_path / "a.py").stat().st_mode) == 0o640
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".imlint-tmp")]
     again = run_imlint("fix", ".", cwd=tmp_path)
-    assert again.code == 0 and "Fixed 0 findings in 0 files." in again.out
+    assert again.code == 0 and "No fixes applied." in again.out
 
 
 def test_check_fix_is_the_same_as_fix(tmp_path):
@@ -196,7 +196,7 @@ def test_unsafe_fix_is_shown_but_applied_only_on_request(tmp_path):
     r = run_imlint("fix", "a.py", cwd=tmp_path)
     assert r.code == 1 and (tmp_path / "a.py").read_text() == COMPUTED
     assert "unsafe fix not applied, `--unsafe-fixes` applies it: the statement computes" in r.out
-    assert "1 unsafe fix not applied (`--unsafe-fixes`)." in r.out
+    assert "No fixes applied; 1 unsafe fix not applied (`--unsafe-fixes`)." in r.out
     r = run_imlint("check", "a.py", "--unsafe-fixes", "--no-show-source", cwd=tmp_path)
     assert "IM001 [*]" in r.out and "1 finding fixable with `imlint fix`" in r.out
     r = run_imlint("fix", "a.py", "--unsafe-fixes", cwd=tmp_path)

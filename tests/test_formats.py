@@ -109,8 +109,9 @@ def test_concise_is_one_plain_line_per_finding(findings):
     lines = text.splitlines()
     assert len(lines) == len(findings)
     for line, f in zip(lines, findings, strict=True):
-        assert line == f"{f.path}:{f.line}:{f.col}: {f.code} {f.message}"
-    assert "[*]" not in text
+        mark = " [*]" if f.fixable else ""
+        assert line == f"{f.path}:{f.line}:{f.col}: {f.code}{mark} {f.message}"
+    assert any(f.fixable for f in findings) and "[*]" in text
     assert "Found" not in text
 
 
