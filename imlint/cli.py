@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import click
@@ -13,7 +13,7 @@ import click
 from imlint import __version__
 from imlint.baseline import BaselineError, LineCache, load_baseline
 from imlint.baseline import write_baseline as write_baseline_file
-from imlint.config import ConfigError, Settings, find_config, load_settings
+from imlint.config import ConfigError, Settings
 from imlint.discovery import discover, project_context
 from imlint.finding import Finding
 from imlint.report import (
@@ -28,77 +28,8 @@ from imlint.report import (
     write_statistics,
     write_text,
 )
+from imlint.resolve import Overrides, SettingsResolver
 from imlint.runner import CACHE_DIR, Outcome, RunStats, default_jobs, facts_of_text, run_files
-
-
-def _codes(values: str | tuple[str, ...] | None) -> tuple[str, ...] | None:
-    """Codes from a flag's values (repeated flags accumulate: ``--select IM001
-    --select IM002`` is ``--select IM001,IM002``); None when the flag was not given."""
-    if values is None or (isinstance(values, tuple) and not values):
-        return None
-    joined = ",".join(values) if isinstance(values, tuple) else values
-    return tuple(c.strip().upper() for c in joined.split(",") if c.strip())
-
-
-def check_selectors(settings: Settings, flags: dict[str, tuple[str, ...] | None]) -> None:
-    """Every selector must name a rule, a prefix of one, or ALL (a typo would
-    otherwise turn rules off silently): a ConfigError names the bad one."""
-    from imlint.rules import RULES_BY_CODE
-
-    def bad(selectors: tuple[str, ...]) -> list[str]:
-        return [
-            s for s in selectors if s != "ALL" and not any(c.startswith(s) for c in RULES_BY_CODE)
-        ]
-
-    known = f"known: {', '.join(RULES_BY_CODE)}, a prefix of them, or ALL"
-    for flag, codes in flags.items():
-        if codes and (wrong := bad(codes)):
-            raise ConfigError(f"error: unknown rule selector {wrong[0]!r} in --{flag} ({known})")
-    where = f"{settings.config_path}: error: [tool.imlint]"
-    for key, codes in (
-        ("select", settings.select or ()),
-        ("extend-select", settings.extend_select),
-        ("ignore", settings.ignore),
-        *((f"per-file-ignores.{pat!r}", c) for pat, c in settings.per_file_ignores.items()),
-    ):
-        if wrong := bad(tuple(c.upper() for c in codes)):
-            raise ConfigError(f"{where} unknown rule selector {wrong[0]!r} in {key} ({known})")
-
-
-def resolve_settings(
-    paths: tuple[str, ...],
-    config: str | None,
-    select: str | tuple[str, ...] | None,
-    extend_select: str | tuple[str, ...] | None,
-    ignore: str | tuple[str, ...] | None,
-) -> Settings:
-    """Config file (explicit, else the nearest to the first path), then CLI overrides."""
-    config_path: Path | None
-    if config is not None:
-        if not Path(config).is_file():
-            raise ConfigError(f"{config}: error: config file not found")
-        config_path = Path(config)
-    else:
-        start = Path(paths[0]) if paths else Path.cwd()
-        config_path = find_config(start if start.exists() else Path.cwd())
-    settings = load_settings(config_path)
-    check_selectors(
-        settings,
-        {
-            "select": _codes(select),
-            "extend-select": _codes(extend_select),
-            "ignore": _codes(ignore),
-        },
-    )
-    if (s := _codes(select)) is not None:
-        settings.select = s  # an explicit selection on the command line wins over the config
-        settings.ignore = ()
-        settings.extend_select = ()
-    if (s := _codes(extend_select)) is not None:
-        settings.extend_select = (*settings.extend_select, *s)
-    if (s := _codes(ignore)) is not None:
-        settings.ignore = (*settings.ignore, *s)
-    return settings
 
 
 def print_error(path: str, message: str) -> None:
@@ -320,60 +251,44 @@ def run(
 ) -> int:
     del diff  # folded into ``mode``
     try:
-        settings = resolve_settings(
-            paths or ((stdin_filename,) if stdin_filename else ()),
-            config,
-            select,
-            extend_select,
-            ignore,
+        resolver = SettingsResolver(
+            Overrides.from_flags(
+                config,
+                select,
+                extend_select,
+                ignore,
+                timeout=timeout,
+                unsafe_fixes=unsafe_fixes,
+                respect_gitignore=respect_gitignore,
+            )
         )
+        settings = resolver.for_path(stdin_filename or (paths[0] if paths else "."))
     except ConfigError as exc:
         click.echo(str(exc), err=True)
         return 2
-    if timeout is not None:
-        settings.timeout = timeout
-    if unsafe_fixes is not None:
-        settings.unsafe_fixes = unsafe_fixes
-    if respect_gitignore is not None:
-        settings.respect_gitignore = respect_gitignore
     lines_of = LineCache()
     stats = RunStats()
-    if (
-        stdin_filename is not None
-        and force_exclude
-        and settings.is_excluded_anywhere(stdin_filename)
-    ):
-        # Excluded, as ruff does: nothing is reported; a fix echoes the input unchanged.
-        data = sys.stdin.buffer.read()
-        if mode == "fix":
-            sys.stdout.buffer.write(data)
-        return 0
+    jobs = jobs if jobs is not None else default_jobs()
     if stdin_filename is not None:
+        if force_exclude and settings.is_excluded_anywhere(stdin_filename):
+            # Excluded, as ruff does: nothing is reported; a fix echoes the input.
+            data = sys.stdin.buffer.read()
+            if mode == "fix":
+                sys.stdout.buffer.write(data)
+            return 0
         context = project_context((), [stdin_filename], settings)
         outcomes, n_files, errors = _run_stdin(
-            stdin_filename,
-            settings,
-            mode,
-            lines_of,
-            context,
-            jobs if jobs is not None else default_jobs(),
-            not no_cache,
+            stdin_filename, settings, mode, lines_of, context, jobs, not no_cache
         )
     else:
-        found = discover(paths or (".",), settings, force_exclude=force_exclude)
-        outcomes = run_files(
-            found.files,
-            settings,
-            mode,
-            jobs=jobs if jobs is not None else default_jobs(),
-            fast=not no_fast,
-            use_cache=not no_cache,
-            debug=debug,
-            stats=stats,
-            context=project_context(paths or (".",), found.files, settings),
-        )
-        n_files = len(found.files)
-        errors = list(found.errors)
+        try:
+            outcomes, n_files, errors = _run_paths(
+                paths or (".",), resolver, mode, force_exclude, jobs, no_fast, no_cache,
+                debug, stats,
+            )  # fmt: skip
+        except ConfigError as exc:
+            click.echo(str(exc), err=True)
+            return 2
     errors += [(o.path, o.error) for o in outcomes if o.error is not None]
     # Armed findings (an inference-mode region reaches them) first, then errors.
     findings = sorted(
@@ -406,13 +321,60 @@ def run(
     ):
         _report(
             output_format, findings, errors, mode, statistics, show_source, lines_of,
-            settings, explain_reach, stats, guarded, quiet, outcomes, n_files,
+            resolver.for_path, explain_reach, stats, guarded, quiet, outcomes, n_files,
         )  # fmt: skip
     if errors:
         return 2
     # ``--diff`` exits as the fix itself would: 1 only for what it would leave.
     left = [f for f in findings if not f.fixable] if mode == "diff" else findings
     return 1 if left and not exit_zero else 0
+
+
+def _run_paths(
+    paths: tuple[str, ...],
+    resolver: SettingsResolver,
+    mode: str,
+    force_exclude: bool,
+    jobs: int,
+    no_fast: bool,
+    no_cache: bool,
+    debug: bool,
+    stats: RunStats,
+) -> tuple[list[Outcome], int, list[tuple[str, str]]]:
+    """Discover the files under each path (with that path's settings), then run each
+    group of files that share a configuration under it, indexed with its project."""
+    files: list[str] = []
+    errors: list[tuple[str, str]] = []
+    seen: set[str] = set()
+    for path in paths:
+        found = discover((path,), resolver.for_path(path), force_exclude=force_exclude)
+        errors += found.errors
+        for f in found.files:
+            key = os.path.normcase(os.path.abspath(f))
+            if key not in seen:
+                seen.add(key)
+                files.append(f)
+    groups: dict[int, tuple[Settings, list[str]]] = {}
+    for f in files:
+        settings = resolver.for_path(f)
+        groups.setdefault(id(settings), (settings, []))[1].append(f)
+    by_path: dict[str, Outcome] = {}
+    for settings, group in groups.values():
+        part = RunStats()
+        outcomes = run_files(
+            group,
+            settings,
+            mode,
+            jobs=jobs,
+            fast=not no_fast,
+            use_cache=not no_cache,
+            debug=debug,
+            stats=part,
+            context=project_context(paths, group, settings),
+        )
+        by_path.update((o.path, o) for o in outcomes)
+        stats.merge(part)
+    return [by_path[f] for f in files], len(files), errors
 
 
 def _report(
@@ -423,7 +385,7 @@ def _report(
     statistics: bool,
     show_source: bool | None,
     lines_of: LineCache,
-    settings: Settings,
+    settings_for: Callable[[str], Settings],
     explain_reach: bool,
     stats: RunStats,
     guarded: list[Finding],
@@ -441,7 +403,7 @@ def _report(
         statistics,
         show_source,
         lines_of,
-        settings,
+        settings_for,
         explain_reach,
         stats,
     )
@@ -468,7 +430,7 @@ def _output(
     statistics: bool,
     show_source: bool | None,
     lines_of: LineCache,
-    settings: Settings,
+    settings_for: Callable[[str], Settings],
     explain_reach: bool = False,
     stats: RunStats | None = None,
 ) -> None:
@@ -487,9 +449,13 @@ def _output(
 
         originals: dict[str, str] = {}
         fixed: dict[str, str] = {}
-        linter = Linter(settings)
+        linters: dict[int, Linter] = {}
         for path in sorted({f.path for f in findings if f.fixable}):
             try:
+                settings = settings_for(path)
+                linter = linters.get(id(settings)) or linters.setdefault(
+                    id(settings), Linter(settings)
+                )
                 text = read_source(path).text
                 facts = stats.facts.get(path) if stats is not None else None
                 originals[path], fixed[path] = text, linter.fix_text(path, text, facts).text

@@ -160,6 +160,8 @@ def _init_pool_worker(settings: Settings, mode: str, fast: bool, debug: bool) ->
 
 
 def _init_worker(settings: Settings, mode: str, fast: bool, debug: bool) -> None:
+    if _WORKER.get("settings") is not settings:
+        _WORKER.pop("linter", None)  # made for other settings (another configuration)
     _WORKER.update(
         settings=settings,
         mode=mode,
@@ -416,6 +418,16 @@ class RunStats:
     #: wall seconds per step: summaries, index (with facts), checks, reach
     timings: dict[str, float] = field(default_factory=dict)
     facts: dict[str, FileFacts] = field(default_factory=dict)  # per path
+
+    def merge(self, other: RunStats) -> None:
+        """Add another group's run (files under another configuration)."""
+        self.indexed += other.indexed
+        self.allocating += other.allocating
+        self.unresolved_calls += other.unresolved_calls
+        self.index_rebuilt |= other.index_rebuilt
+        for step, seconds in other.timings.items():
+            self.timings[step] = self.timings.get(step, 0.0) + seconds
+        self.facts.update(other.facts)
 
 
 def run_files(

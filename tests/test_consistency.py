@@ -232,3 +232,56 @@ def test_gitignored_files_are_not_indexed_for_others(tmp_path):
     )
     r = run_imlint("check", "pkg/user.py", "--no-cache", cwd=tmp_path)
     assert "IM003" in r.out
+
+
+# ------------------------------------------------------- configuration per file
+
+UNCONDITIONAL = "import torch\n\n\nclass A:\n    def f(self):\n        self.b = torch.empty(1)\n"
+
+
+def test_each_file_is_checked_under_its_nearest_config_whatever_the_order(tmp_path):
+    """A monorepo: python/ turns IM004 on and ignores IM002; kernel/ keeps the defaults."""
+    _tree(
+        tmp_path,
+        {
+            "python/pyproject.toml": (
+                '[tool.imlint]\nextend-select = ["IM004"]\nignore = ["IM002"]\n'
+            ),
+            "python/a.py": LAZY.replace("    _C[n].zero_()\n", "") + UNCONDITIONAL,
+            "kernel/pyproject.toml": "[tool.imlint]\n",
+            "kernel/b.py": LAZY.replace("    _C[n].zero_()\n", "") + UNCONDITIONAL,
+        },
+    )
+
+    def codes(*paths: str) -> set[tuple[str, str]]:
+        r = run_imlint("check", *paths, "--output-format", "json", "--exit-zero", cwd=tmp_path)
+        assert r.code == 0, r.err
+        return {(i["path"], i["code"]) for i in json.loads(r.out)}
+
+    one = codes("python/a.py", "kernel/b.py")
+    two = codes("kernel/b.py", "python/a.py")
+    assert one == two
+    assert ("python/a.py", "IM004") in one and ("python/a.py", "IM002") not in one
+    assert ("kernel/b.py", "IM004") not in one
+    # Folders, from the top, agree with files.
+    assert codes("kernel", "python") == one
+    # --config applies one file to every path.
+    r = run_imlint(
+        "check", "kernel/b.py", "python/a.py", "--config", "kernel/pyproject.toml",
+        "--output-format", "json", "--exit-zero", cwd=tmp_path,
+    )  # fmt: skip
+    assert not any(i["code"] == "IM004" for i in json.loads(r.out))
+
+
+def test_a_bad_config_anywhere_is_an_error(tmp_path):
+    _tree(
+        tmp_path,
+        {
+            "a/pyproject.toml": "[tool.imlint]\n",
+            "a/x.py": LAZY,
+            "b/pyproject.toml": '[tool.imlint]\nselect = ["IM09"]\n',
+            "b/y.py": LAZY,
+        },
+    )
+    r = run_imlint("check", "a/x.py", "b/y.py", cwd=tmp_path)
+    assert r.code == 2 and "b/pyproject.toml: error: [tool.imlint] unknown rule selector" in r.err
