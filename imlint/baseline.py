@@ -26,14 +26,14 @@ import contextlib
 import hashlib
 import json
 import os
-import posixpath
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from pathlib import Path, PurePath
+from pathlib import Path
 
 from imlint.finding import Finding
+from imlint.roots import repository_path
 from imlint.source import SourceError, decode
 
 #: The format of the baseline file; bumped when fingerprints or the layout change.
@@ -94,24 +94,6 @@ def _read_lines(path: str) -> list[str] | None:
 
 
 # ---- normalisation
-
-
-def normalize_path(path: str) -> str:
-    """A finding's path as a stable, relative, forward-slash path.
-
-    ``./src/a.py`` and ``src//a.py`` become ``src/a.py``; an absolute path inside the
-    current directory becomes relative to it; other absolute paths stay absolute.
-    """
-    native = os.path.normpath(path)
-    if os.path.isabs(native):
-        try:
-            rel = os.path.relpath(native)
-        except ValueError:  # another drive on Windows
-            rel = native
-        if not rel.startswith(os.pardir):
-            native = rel
-    posix = PurePath(native).as_posix()
-    return posixpath.normpath(posix) if posix else posix
 
 
 def iter_code_chars(text: str) -> Iterable[tuple[str, bool]]:
@@ -226,7 +208,7 @@ class FindingKey:
 def finding_key(finding: Finding, source_lines: Sequence[str] | None) -> FindingKey:
     """The finding's key: normalised path, code, function and canonical statement."""
     return FindingKey(
-        path=normalize_path(finding.path),
+        path=repository_path(finding.path),
         code=finding.code,
         function=finding.function,
         statement=canonical_statement(statement_text(finding, source_lines)),
@@ -272,6 +254,28 @@ class BaselineEntry:
 
 
 @dataclass
+class BaselineMatch:
+    """What a baseline did to a run's findings."""
+
+    new: list[Finding]  # not in the baseline, in input order
+    hidden: int  # findings the baseline holds
+    moved: int  # of those, matched after their code moved (another path or function)
+    stale: int  # entries no finding matched (fixed, or gone): rewrite the baseline
+
+
+def _take(budget: Counter[str], fingerprint: str) -> bool:
+    """Whether an entry is left over after the fingerprint pass (uses up one)."""
+    if budget[fingerprint] > 0:
+        budget[fingerprint] -= 1
+        return True
+    return False
+
+
+def _canonical(statement: str) -> str:
+    return canonical_statement(statement)
+
+
+@dataclass
 class Baseline:
     """The findings recorded in a baseline file."""
 
@@ -285,7 +289,7 @@ class Baseline:
         entries = [
             BaselineEntry(
                 fingerprint=fp,
-                path=normalize_path(f.path),
+                path=repository_path(f.path),
                 code=f.code,
                 function=f.function,
                 statement=display_statement(statement_text(f, lines_of(f.path))),
@@ -296,19 +300,58 @@ class Baseline:
         return cls(entries)
 
     def filter(self, findings: Sequence[Finding], lines_of: LinesOf) -> list[Finding]:
-        """The findings not in the baseline, in their input order.
+        """The findings not in the baseline, in their input order (see :meth:`match`)."""
+        return self.match(findings, lines_of).new
 
-        Matching counts occurrences: with two recorded entries for a key and three
-        such findings now, one is reported (the last in file order).
-        """
+    def match(self, findings: Sequence[Finding], lines_of: LinesOf) -> BaselineMatch:
+        """Which findings the baseline holds. Matching counts occurrences: with two
+        recorded entries for a key and three such findings now, one is reported (the
+        last in file order).
+
+        First by fingerprint (path, rule, function, statement); then, for code that
+        moved, by what is left when the path is dropped (a renamed file), then the
+        class too (a method moved to another class: rule, function name, statement),
+        then the function too (an extracted function: rule and statement, only where
+        one entry and one finding are left with that key)."""
         budget = Counter(e.fingerprint for e in self.entries)
-        out = []
-        for f, fp in zip(findings, fingerprints(findings, lines_of), strict=True):
+        unmatched: list[int] = []
+        for i, fp in enumerate(fingerprints(findings, lines_of)):
             if budget[fp] > 0:
                 budget[fp] -= 1
             else:
-                out.append(f)
-        return out
+                unmatched.append(i)
+        left = [e for e in self.entries if _take(budget, e.fingerprint)]
+        statements = {i: _canonical(statement_text(findings[i], lines_of(findings[i].path)))
+                      for i in unmatched}  # fmt: skip
+        moved = 0
+        tiers: list[Callable[[str, str, str], tuple[str, ...]]] = [
+            lambda code, function, stmt: (code, function, stmt),
+            lambda code, function, stmt: (code, function.rsplit(".", 1)[-1], stmt),
+            lambda code, function, stmt: (code, stmt),
+        ]
+        for tier, key in enumerate(tiers):
+            pool = Counter(key(e.code, e.function, _canonical(e.statement)) for e in left)
+            keys = {
+                i: key(findings[i].code, findings[i].function, statements[i]) for i in unmatched
+            }
+            wanted = Counter(keys.values())
+            still: list[int] = []
+            for i in unmatched:
+                k = keys[i]
+                unique = tier < 2 or (pool[k] == 1 and wanted[k] == 1)
+                if pool[k] > 0 and unique:
+                    pool[k] -= 1
+                    moved += 1
+                    left.remove(
+                        next(
+                            e for e in left if key(e.code, e.function, _canonical(e.statement)) == k
+                        )
+                    )
+                else:
+                    still.append(i)
+            unmatched = still
+        new = [findings[i] for i in sorted(unmatched)]
+        return BaselineMatch(new, hidden=len(findings) - len(new), moved=moved, stale=len(left))
 
     def to_json(self) -> str:
         data = {

@@ -156,11 +156,27 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
     metavar="FILE",
     help="Record the current findings in FILE (for --baseline) and exit 0.",
 )
-def check(apply_fix: bool, write_baseline: str | None, **kwargs: Any) -> None:
+@click.option(
+    "--show-settings",
+    is_flag=True,
+    help="Print the settings the first file is checked under, and where they come from.",
+)
+@click.option("--show-files", is_flag=True, help="Print the files that would be checked.")
+def check(
+    apply_fix: bool,
+    write_baseline: str | None,
+    show_settings: bool,
+    show_files: bool,
+    **kwargs: Any,
+) -> None:
     """Check PATHS (default: the current directory) and report findings.
 
     Exit status: 0 clean, 1 findings, 2 usage or input errors.
     """
+    if show_settings or show_files:
+        from imlint.show import show
+
+        sys.exit(show(kwargs, settings=show_settings))
     mode = "diff" if kwargs["diff"] else "fix" if apply_fix else "check"
     sys.exit(run(mode=mode, write_baseline=write_baseline, **kwargs))
 
@@ -306,7 +322,20 @@ def run(
             )
             return 2 if errors else 0
         if baseline is not None:
-            findings = load_baseline(baseline).filter(findings, lines_of)
+            matched = load_baseline(baseline).match(findings, lines_of)
+            findings = matched.new
+            if not quiet:
+                moved = f" ({matched.moved} after their code moved)" if matched.moved else ""
+                stale = (
+                    f"; {plural(matched.stale, 'entry', 'entries')} stale (fixed or gone: "
+                    "rewrite it with --write-baseline)"
+                    if matched.stale
+                    else ""
+                )
+                click.echo(
+                    f"Baseline {baseline}: {plural(matched.hidden, 'finding')} hidden{moved}{stale}.",
+                    err=True,
+                )
     except BaselineError as exc:
         click.echo(str(exc), err=True)
         return 2

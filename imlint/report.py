@@ -10,12 +10,13 @@ import unicodedata
 import urllib.parse
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from imlint import __version__
-from imlint.baseline import LineCache, LinesOf, fingerprints, iter_code_chars, normalize_path
+from imlint.baseline import LineCache, LinesOf, fingerprints, iter_code_chars
 from imlint.finding import Finding
+from imlint.roots import repository_path, repository_root
 
 if TYPE_CHECKING:  # the rules import LibCST; a cached run never needs them
     from imlint.rule import Rule
@@ -93,15 +94,16 @@ def write_github(out: TextIO, findings: Sequence[Finding]) -> None:
     """GitHub Actions workflow commands: one annotation per finding.
 
     ``::error file=...,line=...,col=...,endLine=...,endColumn=...,title=CODE::message``;
-    ``::warning`` for warning-severity findings. Paths are made relative with forward
-    slashes (``./src/a.py`` becomes ``src/a.py``), as annotations need.
+    ``::warning`` for warning-severity findings. Paths are relative to the repository
+    root (``GITHUB_WORKSPACE``, else the nearest ``.git``), with forward slashes, as
+    annotations need: ``pkg/a.py`` even when run from ``pkg/``.
     """
     for f in findings:
         command = "warning" if f.severity == "warning" else "error"
         props = ",".join(
             f"{key}={github_escape_property(str(value))}"
             for key, value in (
-                ("file", normalize_path(f.path)),
+                ("file", repository_path(f.path)),
                 ("line", f.line),
                 ("col", f.col),
                 ("endLine", f.end_line),
@@ -251,11 +253,21 @@ def _level(severity: str) -> str:
     return "warning" if severity == "warning" else "error"
 
 
+def _srcroot() -> str:
+    """``%SRCROOT%``: the repository root of the working folder (see
+    :func:`imlint.roots.repository_root`), else the working folder."""
+    return repository_root(os.getcwd()) or os.getcwd()
+
+
 def _artifact(path: str) -> dict[str, str]:
-    norm = normalize_path(path)
-    if PurePosixPath(norm).is_absolute() or os.path.isabs(norm):
-        return {"uri": Path(norm).absolute().as_uri()}
-    return {"uri": urllib.parse.quote(norm, safe="/"), "uriBaseId": "%SRCROOT%"}
+    """A file relative to ``%SRCROOT%`` (so results match the repository's paths from
+    any subfolder), or an absolute ``file:`` URI for a file outside it."""
+    absolute = os.path.abspath(path)
+    root = _srcroot()
+    if absolute.startswith(root.rstrip(os.sep) + os.sep):
+        rel = os.path.relpath(absolute, root).replace(os.sep, "/")
+        return {"uri": urllib.parse.quote(rel, safe="/"), "uriBaseId": "%SRCROOT%"}
+    return {"uri": Path(absolute).as_uri()}
 
 
 def _sarif_rule(rule: type[Rule]) -> dict[str, object]:
@@ -562,6 +574,9 @@ def sarif_log(
                     }
                 },
                 "invocations": [invocation],
+                "originalUriBaseIds": {
+                    "%SRCROOT%": {"uri": Path(_srcroot()).as_uri().rstrip("/") + "/"}
+                },
                 "columnKind": "unicodeCodePoints",
                 "results": results,
             }

@@ -18,12 +18,12 @@ from imlint.baseline import (
     fingerprint,
     fingerprints,
     load_baseline,
-    normalize_path,
     write_baseline,
 )
 from imlint.config import Settings
 from imlint.engine import Linter
 from imlint.finding import Finding
+from imlint.roots import normalize_path
 
 MODULE = textwrap.dedent(
     """\
@@ -145,8 +145,69 @@ def test_a_new_lazy_allocation_is_reported_alone(baseline):
 
 
 def test_the_same_finding_in_another_file_is_new(baseline):
+    """A copy next to the original: the original's findings use up the entries."""
     Path("pkg/copy.py").write_text(MODULE, encoding="utf-8")
-    assert len(load_baseline(baseline).filter(check("pkg/copy.py"), LineCache())) == 2
+    both = check() + check("pkg/copy.py")
+    new = load_baseline(baseline).filter(both, LineCache())
+    assert sorted((f.path, f.code) for f in new) == [
+        ("pkg/copy.py", "IM001"),
+        ("pkg/copy.py", "IM005"),
+    ]
+
+
+def test_a_renamed_file_reports_nothing(baseline):
+    Path("pkg/mod.py").rename("pkg/renamed.py")
+    matched = load_baseline(baseline).match(check("pkg/renamed.py"), LineCache())
+    assert (matched.new, matched.hidden, matched.moved, matched.stale) == ([], 2, 2, 0)
+
+
+def test_a_method_moved_to_another_class_reports_nothing(baseline):
+    moved = MODULE.replace("class Sampler:", "class Workspaces:")
+    Path("pkg/mod.py").write_text(moved, encoding="utf-8")
+    findings = check()
+    assert {f.function for f in findings} == {"get", "Workspaces._workspace"}
+    matched = load_baseline(baseline).match(findings, LineCache())
+    assert (matched.new, matched.moved, matched.stale) == ([], 1, 0)
+
+
+def test_an_extracted_function_reports_nothing(baseline):
+    extracted = MODULE.replace(
+        "def get(n):\n    if n not in _CACHE:\n        _CACHE[n] = torch.arange(n)  # positions\n"
+        "    return _CACHE[n]\n",
+        "def _fill(n):\n    if n not in _CACHE:\n        _CACHE[n] = torch.arange(n)\n\n\n"
+        "def get(n):\n    _fill(n)\n    return _CACHE[n]\n",
+    )
+    assert extracted != MODULE
+    Path("pkg/mod.py").write_text(extracted, encoding="utf-8")
+    findings = check()
+    assert "_fill" in {f.function for f in findings}, findings
+    matched = load_baseline(baseline).match(findings, LineCache())
+    assert matched.new == [] and matched.stale == 0
+
+
+def test_fixed_findings_leave_stale_entries(baseline):
+    Path("pkg/mod.py").write_text(MODULE.replace("torch.zeros(n)", "[0] * n"), encoding="utf-8")
+    matched = load_baseline(baseline).match(check(), LineCache())
+    assert (matched.new, matched.hidden, matched.stale) == ([], 1, 1)
+
+
+def test_baseline_paths_are_relative_to_the_repository(tmp_path):
+    """Written from a subfolder, used from the top (and the other way round)."""
+    from .conftest import run_imlint
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "fmt2").mkdir()
+    (tmp_path / "fmt2" / "a.py").write_text(MODULE, encoding="utf-8")
+    r = run_imlint("check", ".", "--write-baseline", "base.json", cwd=tmp_path / "fmt2")
+    assert r.code == 0, r.err
+    entries = json.loads((tmp_path / "fmt2" / "base.json").read_text())["entries"]
+    assert {e["path"] for e in entries} == {"fmt2/a.py"}
+    r = run_imlint("check", "fmt2", "--baseline", "fmt2/base.json", cwd=tmp_path)
+    assert r.code == 0, r.out + r.err
+    assert "Baseline fmt2/base.json: 1 finding hidden." in r.err
+    (tmp_path / "fmt2" / "a.py").write_text(MODULE.replace("torch.zeros(n)", "[0] * n"))
+    r = run_imlint("check", "fmt2", "--baseline", "fmt2/base.json", cwd=tmp_path)
+    assert "0 findings hidden; 1 entry stale" in r.err
 
 
 def test_occurrences_are_counted():

@@ -285,3 +285,59 @@ def test_a_bad_config_anywhere_is_an_error(tmp_path):
     )
     r = run_imlint("check", "a/x.py", "b/y.py", cwd=tmp_path)
     assert r.code == 2 and "b/pyproject.toml: error: [tool.imlint] unknown rule selector" in r.err
+
+
+def test_show_settings_and_show_files(tmp_path):
+    _tree(
+        tmp_path,
+        {
+            "python/pyproject.toml": '[tool.imlint]\nextend-select = ["IM004"]\nunsafe-fixes = true\n',
+            "python/a.py": LAZY,
+            "python/build/x.py": LAZY,
+            "python/.gitignore": "build/\n",
+            "kernel/b.py": LAZY,
+        },
+    )
+    r = run_imlint("check", "--show-settings", "python/a.py", cwd=tmp_path)
+    assert r.code == 0, r.err
+    assert r.out.startswith("Settings for python/a.py\n")
+    lines = dict(line.split(" = ", 1) for line in r.out.splitlines()[1:])
+    lines = {k.strip(): v for k, v in lines.items()}
+    assert lines["config file"].endswith("python/pyproject.toml")
+    assert lines["enabled rules"] == "IM001, IM002, IM003, IM004"
+    assert lines["unsafe-fixes"] == "true"
+    assert lines["project index root"].endswith("python")
+    r = run_imlint("check", "--show-settings", "kernel/b.py", "--select", "IM001", cwd=tmp_path)
+    assert "(none: defaults)" in r.out and "enabled rules          = IM001\n" in r.out
+    r = run_imlint("check", "--show-files", "kernel", "python", cwd=tmp_path)
+    assert r.code == 0 and r.out.splitlines() == ["kernel/b.py", "python/a.py"]
+    r = run_imlint("check", "--show-settings", "--select", "IM7", cwd=tmp_path)
+    assert r.code == 2 and "unknown rule selector" in r.err
+
+
+# ------------------------------------------------------ paths in annotations
+
+
+def test_github_and_sarif_paths_are_relative_to_the_repository(tmp_path):
+    _tree(tmp_path, {".git/HEAD": "ref: refs/heads/main\n", "pkg/zz.py": LAZY})
+    r = run_imlint("check", "zz.py", "--output-format", "github", cwd=tmp_path / "pkg")
+    assert r.out.startswith("::error file=pkg/zz.py,line=8,"), r.out
+    r = run_imlint("check", "zz.py", "--output-format", "sarif", cwd=tmp_path / "pkg")
+    run = json.loads(r.out)["runs"][0]
+    location = run["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert location == {"uri": "pkg/zz.py", "uriBaseId": "%SRCROOT%"}
+    assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == tmp_path.as_uri() + "/"
+
+
+def test_github_workspace_is_the_root_of_annotations(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    _tree(tmp_path, {"ws/sub/pkg/zz.py": LAZY})
+    env = {**os.environ, "GITHUB_WORKSPACE": str(tmp_path / "ws")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "imlint", "check", "pkg/zz.py", "--output-format", "github"],
+        cwd=tmp_path / "ws" / "sub", capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert proc.stdout.startswith("::error file=sub/pkg/zz.py,"), proc.stdout
