@@ -74,9 +74,11 @@ class LineCache:
 
     def __init__(self) -> None:
         self._lines: dict[str, list[str] | None] = {}
+        self.texts: dict[str, str] = {}  # what ``add`` was given
 
     def add(self, path: str, text: str) -> None:
         self._lines[path] = source_lines(text)
+        self.texts[path] = text
 
     def __call__(self, path: str) -> list[str] | None:
         if path not in self._lines:

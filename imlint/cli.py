@@ -16,6 +16,7 @@ from imlint.baseline import write_baseline as write_baseline_file
 from imlint.config import ConfigError, Settings
 from imlint.discovery import discover, project_context
 from imlint.finding import Finding
+from imlint.progress import Progress
 from imlint.report import (
     plural,
     summary,
@@ -283,7 +284,8 @@ def run(
         click.echo(str(exc), err=True)
         return 2
     lines_of = LineCache()
-    stats = RunStats()
+    progress = Progress.for_terminal(sys.stderr, quiet)
+    stats = RunStats(progress=progress)
     jobs = jobs if jobs is not None else default_jobs()
     if stdin_filename is not None:
         if force_exclude and settings.is_excluded_anywhere(stdin_filename):
@@ -305,6 +307,9 @@ def run(
         except ConfigError as exc:
             click.echo(str(exc), err=True)
             return 2
+        finally:
+            if progress is not None:
+                progress.close()
     errors += [(o.path, o.error) for o in outcomes if o.error is not None]
     # Armed findings (an inference-mode region reaches them) first, then errors.
     findings = sorted(
@@ -389,7 +394,7 @@ def _run_paths(
         groups.setdefault(id(settings), (settings, []))[1].append(f)
     by_path: dict[str, Outcome] = {}
     for settings, group in groups.values():
-        part = RunStats()
+        part = RunStats(progress=stats.progress)
         outcomes = run_files(
             group,
             settings,
@@ -467,29 +472,16 @@ def _output(
     if statistics:
         write_statistics(out, findings)
     elif output_format == "json":
-        write_json(out, findings, errors)
+        originals, fixed = _fixed_texts(findings, settings_for, stats, lines_of, every_fix=True)
+        write_json(out, findings, errors, originals, fixed)
     elif output_format == "concise":
         write_concise(out, findings)
     elif output_format == "github":
         write_github(out, findings)
     elif output_format == "sarif":
-        from imlint.engine import Linter, read_source
         from imlint.rules import ALL_RULES
 
-        originals: dict[str, str] = {}
-        fixed: dict[str, str] = {}
-        linters: dict[int, Linter] = {}
-        for path in sorted({f.path for f in findings if f.fixable}):
-            try:
-                settings = settings_for(path)
-                linter = linters.get(id(settings)) or linters.setdefault(
-                    id(settings), Linter(settings)
-                )
-                text = read_source(path).text
-                facts = stats.facts.get(path) if stats is not None else None
-                originals[path], fixed[path] = text, linter.fix_text(path, text, facts).text
-            except Exception:  # the fix is optional in SARIF: leave it out
-                continue
+        originals, fixed = _fixed_texts(findings, settings_for, stats, lines_of, every_fix=False)
         write_sarif(
             out,
             findings,
@@ -506,6 +498,38 @@ def _output(
             write_source(out, findings, lines_of, color=want_color(out), reach=explain_reach)
         else:
             write_text(out, findings, reasons=mode == "fix", reach=explain_reach)
+
+
+def _fixed_texts(
+    findings: list[Finding],
+    settings_for: Callable[[str], Settings],
+    stats: RunStats | None,
+    lines_of: LineCache,
+    every_fix: bool,
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Each file's text and its text after ``imlint fix``, for the fixes a report
+    carries: the run's (SARIF), or every one, unsafe included (JSON marks which)."""
+    import dataclasses
+
+    from imlint.engine import Linter, read_source
+
+    originals: dict[str, str] = {}
+    fixed: dict[str, str] = {}
+    linters: dict[int, Linter] = {}
+    wanted = {f.path for f in findings if (f.applicability if every_fix else f.fixable)}
+    for path in sorted(wanted):
+        try:
+            settings = settings_for(path)
+            linter = linters.get(id(settings))
+            if linter is None:
+                own = dataclasses.replace(settings, unsafe_fixes=True) if every_fix else settings
+                linter = linters[id(settings)] = Linter(own)
+            text = lines_of.texts.get(path) or read_source(path).text  # stdin's, or the file's
+            facts = stats.facts.get(path) if stats is not None else None
+            originals[path], fixed[path] = text, linter.fix_text(path, text, facts).text
+        except Exception:  # a fix is optional in a report: leave it out
+            continue
+    return originals, fixed
 
 
 def _run_stdin(

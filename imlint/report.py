@@ -9,9 +9,9 @@ import re
 import unicodedata
 import urllib.parse
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from imlint import __version__
 from imlint.baseline import LineCache, LinesOf, fingerprints, iter_code_chars
@@ -60,14 +60,74 @@ def write_text(
             out.write(f"    reach: {f.reach}\n")
 
 
-def write_json(out: TextIO, findings: Sequence[Finding], errors: Sequence[tuple[str, str]]) -> None:
-    """A JSON list of finding objects (see README: stable keys), errors excluded.
+def write_json(
+    out: TextIO,
+    findings: Sequence[Finding],
+    errors: Sequence[tuple[str, str]],
+    original_text_by_path: Mapping[str, str] | None = None,
+    fixed_text_by_path: Mapping[str, str] | None = None,
+) -> None:
+    """A JSON list: one object per finding (see README: stable keys), with the rule's
+    documentation ``url`` and its ``fix`` (``applicability``, ``message`` and ``edits``,
+    each ``content`` replacing ``location`` up to ``end_location``, rows and columns
+    1-based, as ruff writes them; null when there is no fix), then one object per file
+    that could not be processed (``code`` null, the error as ``message``)."""
+    from imlint.docs import rule_doc_url
 
-    Errors go to stderr as lines in every format, so the JSON stays one list.
-    """
-    del errors
-    json.dump([f.to_dict() for f in findings], out, indent=2)
+    originals = original_text_by_path or {}
+    fixed = fixed_text_by_path or {}
+    edits: dict[int, list[dict[str, object]]] = {}
+    by_path: dict[str, list[int]] = {}
+    for i, f in enumerate(findings):
+        by_path.setdefault(f.path, []).append(i)
+    for path, indices in by_path.items():
+        if path in originals and path in fixed:
+            group = [findings[i] for i in indices]
+            owned = _exact_fixes(group, originals[path], fixed[path], lambda f: f.applicability)
+            for k, replacements in owned.items():
+                edits[indices[k]] = [_edit(r) for r in replacements]
+    items: list[dict[str, object]] = []
+    for i, f in enumerate(findings):
+        item = f.to_dict()
+        item["url"] = rule_doc_url(f.code)
+        item["fix"] = (
+            {
+                "applicability": f.applicability,
+                "message": "Wrap the allocating statement in an `inference_mode(False)` guard",
+                "edits": edits[i],
+            }
+            if i in edits
+            else None
+        )
+        items.append(item)
+    for path, message in errors:
+        items.append(
+            {
+                "path": path,
+                "line": None,
+                "col": None,
+                "end_line": None,
+                "end_col": None,
+                "code": None,
+                "severity": "error",
+                "message": message,
+                "fixable": False,
+                "url": None,
+                "fix": None,
+            }
+        )
+    json.dump(items, out, indent=2)
     out.write("\n")
+
+
+def _edit(replacement: dict[str, Any]) -> dict[str, object]:
+    """A SARIF replacement as a ruff-style edit."""
+    region = replacement["deletedRegion"]
+    return {
+        "content": replacement["insertedContent"]["text"],
+        "location": {"row": region["startLine"], "column": region["startColumn"]},
+        "end_location": {"row": region["endLine"], "column": region["endColumn"]},
+    }
 
 
 # ---- concise, GitHub, statistics
@@ -337,7 +397,10 @@ def _offsets(lines: list[str]) -> list[int]:
 
 
 def _exact_fixes(
-    findings: Sequence[Finding], original: str, fixed: str
+    findings: Sequence[Finding],
+    original: str,
+    fixed: str,
+    owns: Callable[[Finding], object] = lambda f: f.fixable,
 ) -> dict[int, list[dict[str, object]]]:
     """Replacements per fixable finding (by index), from a line diff of the fixed text.
 
@@ -355,7 +418,7 @@ def _exact_fixes(
         owners = [
             k
             for k, f in enumerate(findings)
-            if f.fixable
+            if owns(f)
             and (i1 < f.end_line and i2 > f.line - 1 if i2 > i1 else f.line - 1 <= i1 < f.end_line)
         ]
         for k in owners:

@@ -33,7 +33,7 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -418,6 +418,8 @@ class RunStats:
     #: wall seconds per step: summaries, index (with facts), checks, reach
     timings: dict[str, float] = field(default_factory=dict)
     facts: dict[str, FileFacts] = field(default_factory=dict)  # per path
+    #: called as (phase, files done, files in the phase) while a run goes on
+    progress: Callable[[str, int, int], None] | None = None
 
     def merge(self, other: RunStats) -> None:
         """Add another group's run (files under another configuration)."""
@@ -464,7 +466,14 @@ class _Summaries:
     the project cache, the summary cache or a worker; and the index built from them
     when some file's facts are not in the project cache."""
 
-    def __init__(self, settings: Settings, workers: Workers, use_cache: bool) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        workers: Workers,
+        use_cache: bool,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> None:
+        self.progress = progress
         self.settings = settings
         self.workers = workers
         self.cache = SummaryCache(settings.root, settings) if use_cache else None
@@ -510,8 +519,10 @@ class _Summaries:
                     self.fresh[path] = data
                     self.known[path] = summary_digest(data)
             need = [p for p in need if p not in self.fresh]
-        for done in _run([(p,) for p in need], self.workers, "summarize"):
+        for n, done in enumerate(_run([(p,) for p in need], self.workers, "summarize"), 1):
             assert isinstance(done, Summarized)
+            if self.progress is not None:
+                self.progress("indexing", n, len(need))
             if done.error is not None:
                 self.errors[done.path] = done.error
                 if project is not None and done.digest:
@@ -618,7 +629,7 @@ def _run_files(
     """The pipeline: summarise (the checked files and their project) -> index (facts
     per file) -> check -> reach."""
     clock = time.perf_counter()
-    summaries = _Summaries(settings, workers, use_cache)
+    summaries = _Summaries(settings, workers, use_cache, stats.progress)
     summaries.summarise(files + context)
     stats.timings["summaries"] = time.perf_counter() - clock
 
@@ -630,7 +641,7 @@ def _run_files(
     stats.timings["index"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    results = _check(files, facts, summaries, settings, mode, workers, use_cache)
+    results = _check(files, facts, summaries, settings, mode, workers, use_cache, stats.progress)
     stats.timings["checks"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -659,6 +670,7 @@ def _check(
     mode: str,
     workers: Workers,
     use_cache: bool,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> dict[str, Outcome]:
     """Phase two: each file's check with its facts, through the result cache (keyed by
     content and facts)."""
@@ -680,8 +692,10 @@ def _check(
                 results[path] = hit
                 continue
         todo.append((path, facts[path]))
-    for outcome in _run(todo, workers, "check"):
+    for n, outcome in enumerate(_run(todo, workers, "check"), 1):
         assert isinstance(outcome, Outcome)
+        if progress is not None:
+            progress("checking", n, len(todo))
         results[outcome.path] = outcome
         if cache is not None and outcome.path in keys and not outcome.error:
             cache.put(outcome.path, keys[outcome.path], outcome)

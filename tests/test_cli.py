@@ -89,7 +89,11 @@ def test_json_output_is_a_list_of_stable_objects(tmp_path):
         "statement",
         "armed",
         "reach",
+        "url",
+        "fix",
     }
+    assert item["url"].endswith("/IM002.md")
+    assert item["fix"]["applicability"] == "safe"
     assert item["applicability"] == "safe" and item["unsafe_reason"] is None
     assert item["armed"] is False and item["reach"].startswith("no path found")
     assert (item["line"], item["col"], item["code"], item["severity"]) == (
@@ -154,6 +158,38 @@ def test_repeated_flags_accumulate(tmp_path):
         "--output-format", "json", cwd=tmp_path,
     )  # fmt: skip
     assert [i["code"] for i in json.loads(r.out)] == ["IM004"]
+
+
+def _apply_edits(text: str, edits: list[dict]) -> str:
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+
+    def at(loc: dict) -> int:
+        return offsets[loc["row"] - 1] + loc["column"] - 1
+
+    for e in sorted(edits, key=lambda e: at(e["location"]), reverse=True):
+        text = text[: at(e["location"])] + e["content"] + text[at(e["end_location"]) :]
+    return text
+
+
+def test_json_fix_edits_give_what_fix_writes(tmp_path):
+    """Unsafe fixes included (marked so): applying a finding's edits gives the file
+    `imlint fix --unsafe-fixes` writes; errors come last with a null code."""
+    computed = LAZY.replace("torch.empty(n)", "torch.arange(n) * 2")
+    write(tmp_path, "a.py", computed)
+    write(tmp_path, "bad.py", "def (:\n")
+    r = run_imlint("check", ".", "--output-format", "json", cwd=tmp_path)
+    items = json.loads(r.out)
+    assert r.code == 2
+    (item,) = [i for i in items if i["code"]]
+    assert item["fix"]["applicability"] == "unsafe" and item["fixable"] is False
+    fixed = _apply_edits(computed, item["fix"]["edits"])
+    assert run_imlint("fix", "a.py", "--unsafe-fixes", cwd=tmp_path).code == 0
+    assert fixed == (tmp_path / "a.py").read_text()
+    (error,) = [i for i in items if i["code"] is None]
+    assert error["path"] == "bad.py" and "syntax error" in error["message"]
 
 
 def test_caches_are_kept_per_python_version(tmp_path, monkeypatch):
