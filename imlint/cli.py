@@ -16,6 +16,7 @@ from imlint.baseline import write_baseline as write_baseline_file
 from imlint.config import ConfigError, Settings
 from imlint.discovery import discover, project_context
 from imlint.finding import Finding
+from imlint.outcome import Outcome
 from imlint.progress import Progress
 from imlint.report import (
     plural,
@@ -30,7 +31,7 @@ from imlint.report import (
     write_text,
 )
 from imlint.resolve import Overrides, SettingsResolver
-from imlint.runner import CACHE_DIR, Outcome, RunStats, default_jobs, facts_of_text, run_files
+from imlint.runner import CACHE_DIR, RunStats, default_jobs, facts_of_text, run_files
 
 
 def print_error(path: str, message: str) -> None:

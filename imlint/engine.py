@@ -14,10 +14,10 @@ from imlint.config import Settings
 from imlint.fix import apply_fixes, unfixable_reason, unsafe_reason
 from imlint.model import parse_and_build
 from imlint.narrow import narrow
+from imlint.outcome import Outcome
 from imlint.project import FileFacts, ProjectIndex, summarize
 from imlint.rule import Finding, Rule
 from imlint.rules import ALL_RULES
-from imlint.runner import Outcome
 from imlint.semantic import ModuleModel
 from imlint.source import (
     InvalidSource,

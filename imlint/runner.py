@@ -31,16 +31,16 @@ import re
 import signal
 import stat
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from imlint import __version__
+from imlint import __version__, cachefile
 from imlint.config import Settings
 from imlint.finding import Finding
+from imlint.outcome import Outcome
 from imlint.project import FileFacts
 from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_ALLOCATORS
 
@@ -48,19 +48,6 @@ CACHE_DIR = ".imlint_cache"
 #: What a file means depends on the Python that parses it (syntax errors, the marshal
 #: format): every cache is kept per Python version.
 _PYTHON = "py{}.{}".format(*sys.version_info[:2])
-
-
-@dataclass
-class Outcome:
-    """What processing one file produced (picklable: findings carry no tree)."""
-
-    path: str
-    findings: list[Finding] = field(default_factory=list)
-    error: str | None = None
-    fixed: int = 0  # fix/diff modes: findings fixed (or that would be)
-    diff: str = ""  # diff mode: the unified diff
-    cached: bool = False
-    guarded: list[Finding] = field(default_factory=list)  # not reported: callers guard them
 
 
 def allocator_pattern(settings: Settings) -> re.Pattern[bytes]:
@@ -89,13 +76,14 @@ class ResultCache:
         self.file = self.folder / f"results-{key}.json"
         self.entries: dict[str, dict[str, Any]] = {}
         self.dirty = False
+        payload = cachefile.read(self.file)
         try:
-            data = json.loads(self.file.read_text(encoding="utf-8"))
-            files = data.get("files") if isinstance(data, dict) else None
-            if isinstance(files, dict) and data.get("version") == __version__:
-                self.entries = files
-        except (OSError, ValueError):
-            self.entries = {}  # missing or corrupt: start afresh
+            data = json.loads(payload) if payload is not None else None
+        except ValueError:
+            data = None  # damaged: start afresh
+        if isinstance(data, dict) and data.get("version") == __version__:
+            files = data.get("files")
+            self.entries = files if isinstance(files, dict) else {}
 
     @staticmethod
     def _key(path: str) -> str:
@@ -110,6 +98,8 @@ class ResultCache:
             guarded = [Finding.from_dict({**f, "path": path}) for f in entry.get("guarded", [])]
         except (KeyError, TypeError):
             return None  # a damaged entry: recompute
+        if not all(_plausible(f) for f in (*findings, *guarded)):
+            return None
         return Outcome(path, findings, entry.get("error"), cached=True, guarded=guarded)
 
     def put(self, path: str, digest: str, outcome: Outcome) -> None:
@@ -122,21 +112,23 @@ class ResultCache:
         self.dirty = True
 
     def save(self) -> None:
-        """Write atomically; concurrent runs may each write, the last one wins."""
-        if not self.dirty:
-            return
-        try:
-            self.folder.mkdir(exist_ok=True)
-            ignore = self.folder / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("# Created by imlint\n*\n", encoding="utf-8")
-            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".results-", suffix=".tmp")
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump({"version": __version__, "files": self.entries}, out)
-            os.replace(tmp, self.file)
-        except OSError:
-            with contextlib.suppress(OSError, UnboundLocalError):
-                os.unlink(tmp)
+        """Write atomically and authenticated (``imlint.cachefile``)."""
+        if self.dirty:
+            data = {"version": __version__, "files": self.entries}
+            cachefile.write(self.file, json.dumps(data).encode("utf-8"))
+
+
+def _plausible(f: Finding) -> bool:
+    """A cached finding names a rule and a place (defence in depth: the cache file is
+    authenticated already)."""
+    from imlint.rules import RULES_BY_CODE
+
+    return (
+        f.code in RULES_BY_CODE
+        and isinstance(f.line, int)
+        and isinstance(f.end_line, int)
+        and 1 <= f.line <= f.end_line
+    )
 
 
 def digest_of(data: bytes) -> str:
@@ -380,31 +372,29 @@ def _key(text: str) -> str:
 
 
 def _load_marshal(path: Path) -> object:
+    """A marshal cache file, if this user wrote it here (authenticated first: only
+    imlint's own bytes are ever unmarshalled)."""
     import marshal
 
+    payload = cachefile.read(path)
+    if payload is None:
+        return None
     try:
-        return marshal.loads(path.read_bytes())
-    except (OSError, ValueError, EOFError, TypeError):
-        return None  # missing or corrupt: start afresh
+        return marshal.loads(payload)
+    except (ValueError, EOFError, TypeError):
+        return None  # damaged: start afresh
 
 
 def _save_marshal(folder: Path, path: Path, data: object) -> None:
-    """Write atomically; concurrent runs may each write, the last one wins."""
+    """Write atomically and authenticated; concurrent runs may each write, the last wins."""
     import marshal
 
-    tmp = None
+    del folder  # the file's own folder
     try:
-        folder.mkdir(exist_ok=True)
-        ignore = folder / ".gitignore"
-        if not ignore.exists():
-            ignore.write_text("# Created by imlint\n*\n", encoding="utf-8")
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".marshal")
-        with os.fdopen(fd, "wb") as out:
-            out.write(marshal.dumps(data))  # type: ignore[arg-type]
-        os.replace(tmp, path)
-    except (OSError, ValueError):
-        with contextlib.suppress(OSError, TypeError):
-            os.unlink(tmp)  # type: ignore[arg-type]
+        payload = marshal.dumps(data)  # type: ignore[arg-type]
+    except ValueError:
+        return
+    cachefile.write(path, payload)
 
 
 @dataclass

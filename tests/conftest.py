@@ -62,7 +62,7 @@ def run_imlint(*args: str, cwd: Path | str | None = None, stdin: str | None = No
         capture_output=True,
         text=True,
         input=stdin,
-        timeout=120,
+        timeout=900,  # a hang guard only: a loaded machine may be slow
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
@@ -70,3 +70,42 @@ def run_imlint(*args: str, cwd: Path | str | None = None, stdin: str | None = No
 @pytest.fixture
 def imlint_cli():
     return run_imlint
+
+
+# No test may depend on how fast the machine is: hypothesis's per-example deadline
+# would fail a loaded machine's slow example, so it is off everywhere.
+try:
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("imlint", deadline=None)
+    _hypothesis_settings.load_profile("imlint")
+except ImportError:  # pragma: no cover - hypothesis is in the test extra
+    pass
+
+
+@pytest.fixture(autouse=True)
+def _own_cache_key(tmp_path_factory, monkeypatch):
+    """Each test's imlint runs (in process and in subprocesses) keep their cache key
+    under a temporary folder, never in the user's own ``~/.cache/imlint``."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    from imlint import cachefile
+
+    cachefile._key.clear()
+
+
+def cache_payload(path: Path) -> bytes:
+    """The payload of an imlint cache file (after its magic line and tag)."""
+    return path.read_bytes().split(b"\n", 2)[2]
+
+
+def sign_cache(path: Path, payload: bytes) -> None:
+    """Rewrite a cache file as imlint would, with this test's key (a legitimate write)."""
+    import hashlib
+    import hmac
+    import os
+
+    from imlint.cachefile import MAGIC
+
+    key = (Path(os.environ["XDG_CACHE_HOME"]) / "imlint" / "key").read_bytes()
+    tag = hmac.new(key, payload, hashlib.sha256).hexdigest().encode()
+    path.write_bytes(MAGIC + tag + b"\n" + payload)

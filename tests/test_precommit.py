@@ -99,7 +99,7 @@ def _git_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 120) -> tuple[int, str]:
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 900) -> tuple[int, str]:
     proc = subprocess.run(
         cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )

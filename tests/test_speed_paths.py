@@ -11,7 +11,7 @@ import pytest
 
 from imlint import __version__
 
-from .conftest import FIXTURES, run_imlint
+from .conftest import FIXTURES, cache_payload, run_imlint, sign_cache
 
 PLAIN = ("--no-fast", "--no-cache", "-j", "1")
 
@@ -45,7 +45,7 @@ def synthetic_tree(root: Path, n: int = 60) -> None:
 
 
 def test_fast_equals_plain_on_fixtures(tmp_path):
-    shutil.copytree(FIXTURES, tmp_path / "fixtures")
+    shutil.copytree(FIXTURES, tmp_path / "fixtures", ignore=shutil.ignore_patterns(".imlint_cache"))
     plain = results("fixtures", *PLAIN, cwd=tmp_path)
     fast = results("fixtures", "-j", "2", cwd=tmp_path)
     assert plain[1] and fast == plain
@@ -68,12 +68,12 @@ def test_cache_is_used_and_invalidated(tmp_path):
     cache = tmp_path / ".imlint_cache"
     assert (cache / ".gitignore").read_text().strip().endswith("*")
     [entry] = list(cache.glob("results-*.json"))
-    data = json.loads(entry.read_text())
+    data = json.loads(cache_payload(entry))
     assert data["version"] == __version__ and len(data["files"]) == 1
-    # A cached result is what is reported: tamper with it to prove it is read.
+    # A cached result is what is reported: change it (as this user, signed) to prove it.
     key = next(iter(data["files"]))
     data["files"][key]["findings"][0]["message"] = "FROM CACHE"
-    entry.write_text(json.dumps(data))
+    sign_cache(entry, json.dumps(data).encode())
     assert results("a.py", cwd=tmp_path)[1][0]["message"] == "FROM CACHE"
     # Content change: recomputed.
     (tmp_path / "a.py").write_text(code + "\n")
@@ -89,11 +89,11 @@ def test_version_change_invalidates(tmp_path):
     (tmp_path / "a.py").write_text(code)
     results("a.py", cwd=tmp_path)
     [entry] = list((tmp_path / ".imlint_cache").glob("results-*.json"))
-    data = json.loads(entry.read_text())
+    data = json.loads(cache_payload(entry))
     data["version"] = "0.0.0-old"
     for item in data["files"].values():
         item["findings"] = []
-    entry.write_text(json.dumps(data))
+    sign_cache(entry, json.dumps(data).encode())
     assert len(results("a.py", cwd=tmp_path)[1]) == 1
 
 
@@ -114,7 +114,7 @@ def test_corrupt_cache_is_ignored(tmp_path, garbage):
     )
     results("a.py", cwd=tmp_path)
     for entry in (tmp_path / ".imlint_cache").glob("results-*.json"):
-        entry.write_bytes(garbage)
+        sign_cache(entry, garbage)  # even signed, garbage is not read as results
     code, found, _ = results("a.py", cwd=tmp_path)
     assert code == 1 and len(found) == 1
 
