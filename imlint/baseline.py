@@ -204,7 +204,7 @@ class FindingKey:
             [BASELINE_VERSION, self.path, self.code, self.function, self.statement, occurrence],
             ensure_ascii=False,
         )
-        return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:32]
+        return hashlib.sha256(payload.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 def finding_key(finding: Finding, source_lines: Sequence[str] | None) -> FindingKey:
@@ -361,7 +361,12 @@ class Baseline:
             "tool": "imlint",
             "entries": [asdict(e) for e in self.entries],
         }
-        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        text = json.dumps(data, indent=2, ensure_ascii=False)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a file name that is not UTF-8: escape it
+            text = json.dumps(data, indent=2)
+        return text + "\n"
 
 
 def write_baseline(

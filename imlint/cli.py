@@ -19,6 +19,7 @@ from imlint.finding import Finding
 from imlint.outcome import Outcome
 from imlint.progress import Progress
 from imlint.report import (
+    display_path,
     plural,
     summary,
     want_color,
@@ -35,7 +36,29 @@ from imlint.runner import CACHE_DIR, RunStats, default_jobs, facts_of_text, run_
 
 
 def print_error(path: str, message: str) -> None:
-    click.echo(f"{path}: error: {message}", err=True)
+    click.echo(f"{display_path(path)}: error: {message}", err=True)
+
+
+class _Seconds(click.ParamType):
+    """A finite number of seconds, 0 or more (``inf`` and ``nan`` are refused)."""
+
+    name = "seconds"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        import math
+
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(number) or number < 0:
+            self.fail(f"{value!r} is not a finite number of seconds, 0 or more", param, ctx)
+        return number
+
+
+FINITE_SECONDS = _Seconds()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -115,7 +138,7 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--no-cache", is_flag=True, help=f"Neither read nor write {CACHE_DIR}/."),
         click.option(
             "--timeout",
-            type=click.FloatRange(min=0),
+            type=FINITE_SECONDS,
             default=None,
             help="Seconds one file may take before it is reported and skipped (default 60; 0: none).",
         ),
@@ -287,11 +310,12 @@ def run(
     lines_of = LineCache()
     progress = Progress.for_terminal(sys.stderr, quiet)
     stats = RunStats(progress=progress)
-    jobs = jobs if jobs is not None else default_jobs()
+    # Never more workers than a few per CPU (run_files also caps them at the files).
+    jobs = min(jobs if jobs is not None else default_jobs(), 4 * default_jobs())
     if stdin_filename is not None:
         if force_exclude and settings.is_excluded_anywhere(stdin_filename):
             # Excluded, as ruff does: nothing is reported; a fix echoes the input.
-            data = sys.stdin.buffer.read()
+            data = sys.stdin.buffer.read() if sys.stdin is not None else b""
             if mode == "fix":
                 sys.stdout.buffer.write(data)
             return 0
@@ -547,6 +571,8 @@ def _run_stdin(
     from imlint.engine import Linter
     from imlint.source import InvalidSource, SourceError, decode
 
+    if sys.stdin is None:
+        return [], 1, [(name, "cannot read stdin: it is closed")]
     raw = sys.stdin.buffer.read()
     try:
         source = decode(raw)
@@ -625,5 +651,43 @@ def _hidden_fixes(findings: list[Finding]) -> int:
     return sum(1 for f in findings if f.applicability == "unsafe" and not f.fixable)
 
 
+#: Exit status of an interrupted run (as shells report SIGINT): never 0 or 1, which CI
+#: reads as "clean" and "findings".
+INTERRUPTED = 130
+
+
 def main() -> None:
-    cli(prog_name="imlint")
+    """The console script: click's errors as click prints them; Ctrl-C and SIGTERM
+    exit 130 (no partial cache is written: caches are saved at the end of a run);
+    output that cannot be written is one line and exit 2."""
+    import signal
+
+    def terminate(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        try:
+            cli.main(prog_name="imlint", standalone_mode=False)
+        finally:
+            sys.stdout.flush()
+    except (KeyboardInterrupt, click.exceptions.Abort):
+        _last_words("imlint: interrupted")
+        sys.exit(INTERRUPTED)  # the pool was shut down on the way out of run_files
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except OSError as exc:  # stdout full, closed, a broken pipe
+        _last_words(f"imlint: error: cannot write the output: {exc.strerror or exc}")
+        os._exit(2)
+
+
+def _last_words(text: str) -> None:
+    """One line on stderr, if stderr can still take it."""
+    try:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass

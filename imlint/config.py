@@ -190,9 +190,22 @@ def find_config(start: Path) -> Path | None:
                 text = candidate.read_text(encoding="utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise ConfigError(f"{candidate}: error: cannot read config: {exc}") from None
-            if "[tool.imlint" in text or "tool.imlint" in text:
+            if "imlint" in text and _has_imlint_table(candidate, text):
                 return candidate
     return None
+
+
+def _has_imlint_table(path: Path, text: str) -> bool:
+    """Whether a ``pyproject.toml`` configures imlint, however it spells the table
+    (``[tool.imlint]``, or ``imlint.select = ...`` under ``[tool]``)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        if "tool.imlint" in text:  # it meant to: say why it cannot be read
+            raise ConfigError(f"{path}: error: invalid TOML: {exc}") from None
+        return False
+    tool = data.get("tool")
+    return isinstance(tool, dict) and "imlint" in tool
 
 
 def _string_list(path: Path, key: str, value: Any) -> tuple[str, ...]:

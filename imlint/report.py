@@ -22,6 +22,35 @@ if TYPE_CHECKING:  # the rules import LibCST; a cached run never needs them
     from imlint.rule import Rule
 
 
+def display_path(path: str) -> str:
+    """A file name as it may be printed on a terminal or in a log that CI parses:
+    control characters (newlines, ANSI escapes) and bytes that are not UTF-8 are
+    escaped (``\\n``, ``\\x1b``, ``\\xe9``), so a name cannot forge a line such as a
+    GitHub workflow command, or restyle the terminal. Plain names are unchanged."""
+    if path.isprintable() and path.isascii():
+        return path
+    out = []
+    for c in path:
+        code = ord(c)
+        if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogate escape)
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif not c.isprintable():
+            out.append(c.encode("unicode_escape").decode("ascii"))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _utf8_clean(data: object) -> bool:
+    """Whether ``data`` dumps to text that UTF-8 can encode (no name that was not
+    UTF-8 on disk); else JSON is written with ``\\u`` escapes."""
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def plural(n: int, word: str, many: str | None = None) -> str:
     return f"{n} {word if n == 1 else many or word + 's'}"
 
@@ -55,7 +84,7 @@ def write_text(
             why = f" (not fixed: {f.unfixable_reason})"
         elif reasons and f.applicability == "unsafe" and not f.fixable:
             why = f" (unsafe fix not applied, `--unsafe-fixes` applies it: {f.unsafe_reason})"
-        out.write(f"{f.path}:{f.line}:{f.col}: {f.code}{mark} {f.message}{why}\n")
+        out.write(f"{display_path(f.path)}:{f.line}:{f.col}: {f.code}{mark} {f.message}{why}\n")
         if reach and f.reach:
             out.write(f"    reach: {f.reach}\n")
 
@@ -137,7 +166,7 @@ def write_concise(out: TextIO, findings: Sequence[Finding]) -> None:
     """``path:line:col: CODE [*] message``, one line per finding, no summary."""
     for f in findings:
         mark = " [*]" if f.fixable else ""
-        out.write(f"{f.path}:{f.line}:{f.col}: {f.code}{mark} {f.message}\n")
+        out.write(f"{display_path(f.path)}:{f.line}:{f.col}: {f.code}{mark} {f.message}\n")
 
 
 def github_escape_data(text: str) -> str:
@@ -163,7 +192,7 @@ def write_github(out: TextIO, findings: Sequence[Finding]) -> None:
         props = ",".join(
             f"{key}={github_escape_property(str(value))}"
             for key, value in (
-                ("file", repository_path(f.path)),
+                ("file", display_path(repository_path(f.path))),
                 ("line", f.line),
                 ("col", f.col),
                 ("endLine", f.end_line),
@@ -266,7 +295,7 @@ def write_source(
     for f in findings:
         mark = (" [*]" if f.fixable else "") + (" [armed]" if f.armed else "")
         out.write(
-            f"{paint(_BOLD, f'{f.path}:{f.line}:{f.col}:')} {paint(_BOLD_RED, f.code)}{mark} "
+            f"{paint(_BOLD, f'{display_path(f.path)}:{f.line}:{f.col}:')} {paint(_BOLD_RED, f.code)}{mark} "
             f"{f.message}\n"
         )
         if reach and f.reach:
@@ -326,7 +355,8 @@ def _artifact(path: str) -> dict[str, str]:
     root = _srcroot()
     if absolute.startswith(root.rstrip(os.sep) + os.sep):
         rel = os.path.relpath(absolute, root).replace(os.sep, "/")
-        return {"uri": urllib.parse.quote(rel, safe="/"), "uriBaseId": "%SRCROOT%"}
+        raw = rel.encode("utf-8", "surrogateescape")  # a name that is not UTF-8: its bytes
+        return {"uri": urllib.parse.quote(raw, safe="/"), "uriBaseId": "%SRCROOT%"}
     return {"uri": Path(absolute).as_uri()}
 
 
@@ -679,5 +709,5 @@ def write_sarif(
         fixed_text_by_path=fixed_text_by_path,
         errors=errors,
     )
-    json.dump(log, out, indent=2, ensure_ascii=False)
+    json.dump(log, out, indent=2, ensure_ascii=not _utf8_clean(log))
     out.write("\n")

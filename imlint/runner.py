@@ -148,7 +148,24 @@ def _init_pool_worker(settings: Settings, mode: str, fast: bool, debug: bool) ->
     in worker processes: a run in this process leaves the caller's collector alone."""
     gc.freeze()
     gc.set_threshold(100_000, 50, 100)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler
+    _die_with_parent()
     _init_worker(settings, mode, fast, debug)
+
+
+def _die_with_parent() -> None:
+    """A worker ends when the run that started it ends, however it ends (killed
+    included): Linux's parent-death signal; Ctrl-C reaches the whole process group."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the pool's own shutdown still applies
+        return
+    if os.getppid() == 1:  # the parent died before the signal was set
+        os._exit(1)
 
 
 def _init_worker(settings: Settings, mode: str, fast: bool, debug: bool) -> None:
@@ -442,11 +459,17 @@ def run_files(
     says about it (LibCST; cached by content and those facts). Findings then get their
     reach: a call path from an inference-mode region, if the index finds one.
     """
-    workers = Workers(settings, mode, jobs, fast, debug)
+    # One worker per file at most: ``-j 256`` on one file starts one process, not 256.
+    workers = Workers(
+        settings, mode, max(1, min(jobs, len(files) + len(context or []))), fast, debug
+    )
     try:
         return _run_files(
             files, context or [], settings, mode, workers, use_cache, stats or RunStats()
         )
+    except BaseException:  # an interrupt: end the workers now, mid-file included
+        workers.abort()
+        raise
     finally:
         workers.close()
 
@@ -738,6 +761,9 @@ def facts_of_text(
         if summaries.cache is not None:
             summaries.cache.save()
         return summaries.index(RunStats()).facts(name)
+    except BaseException:
+        workers.abort()
+        raise
     finally:
         workers.close()
 
@@ -769,6 +795,17 @@ class Workers:
 
     def close(self) -> None:
         self.discard()
+
+    def abort(self) -> None:
+        """End every worker now (an interrupted run: a worker may be mid-file, and
+        waiting for it could take as long as the file does)."""
+        pool, self.pool = self.pool, None
+        if pool is None:
+            return
+        for process in list(getattr(pool, "_processes", {}).values()):
+            with contextlib.suppress(Exception):
+                process.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _run(tasks: list[tuple[Any, ...]], workers: Workers, phase: str) -> Iterable[Any]:

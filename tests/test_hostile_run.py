@@ -1,0 +1,213 @@
+"""A hostile or unlucky run: interrupts, closed or full streams, option values, file
+names that try to forge output, configuration spelled unusually (issue 21)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import run_imlint
+
+LAZY = (
+    "import torch\n\n_C = {}\n\n\ndef get(n):\n    if n not in _C:\n"
+    "        _C[n] = torch.empty(n)\n    _C[n].zero_()\n    return _C[n]\n"
+)
+HANG = (
+    "import time, imlint.engine as e\n"
+    "real = e.Linter.check_all\n"
+    "def hang(self, path, *a, **k):\n"
+    "    if path.endswith('slow.py'):\n"
+    "        open(path + '.started', 'w').close()\n"
+    "        while True: time.sleep(60)\n"
+    "    return real(self, path, *a, **k)\n"
+    "e.Linter.check_all = hang\n"
+)
+
+
+def _start(patch: str, args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    code = f"import sys\n{patch}\nfrom imlint.cli import main\nsys.argv = ['imlint', *sys.argv[1:]]\nmain()\n"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args], cwd=cwd, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _wait_for(path: Path) -> None:
+    """Until the planted hang has started (a hang guard, not a speed budget)."""
+    for _ in range(9000):
+        if path.exists():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{path} never appeared")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_interrupted_run_exits_130_and_leaves_nothing_behind(tmp_path, sig, jobs):
+    (tmp_path / "good.py").write_text(LAZY)
+    (tmp_path / "slow.py").write_text(LAZY.replace("_C", "_S"))
+    proc = _start(HANG, ["check", ".", "--timeout", "0", "-j", jobs], tmp_path)
+    _wait_for(tmp_path / "slow.py.started")
+    proc.send_signal(sig)
+    _out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Aborted" not in err and "Traceback" not in err
+    cache = tmp_path / ".imlint_cache"
+    leftovers = (
+        [p.name for p in cache.iterdir() if p.name != ".gitignore"] if cache.exists() else []
+    )
+    assert leftovers == [] or all(not n.startswith(".tmp") for n in leftovers)
+    assert not any(
+        p.name.startswith(".results-") for p in (cache.iterdir() if cache.exists() else [])
+    )
+
+
+def test_workers_end_when_the_run_is_killed(tmp_path):
+    (tmp_path / "good.py").write_text(LAZY)
+    (tmp_path / "slow.py").write_text(LAZY.replace("_C", "_S"))
+    proc = _start(HANG, ["check", ".", "--timeout", "0", "-j", "2"], tmp_path)
+    _wait_for(tmp_path / "slow.py.started")
+    children = subprocess.run(
+        ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True
+    ).stdout.split()
+    assert children
+    proc.kill()
+    proc.communicate(timeout=900)
+    for _ in range(9000):  # the parent-death signal ends them (a hang guard only)
+        if not any(Path(f"/proc/{c}").exists() and "zombie" not in _state(c) for c in children):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"workers {children} outlived the run")
+
+
+def _state(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return "zombie"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_output_that_cannot_be_written_is_one_line_and_exit_2(tmp_path):
+    (tmp_path / "a.py").write_text(LAZY)
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "imlint", "check", "a.py"], cwd=tmp_path, stdout=full,
+            stderr=subprocess.PIPE, text=True, timeout=900,
+        )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "imlint: error: cannot write the output: No space left on device"
+    ]
+
+
+def test_closed_stdin_is_one_line_and_exit_2(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "imlint", "check", "--stdin-filename", "m.py"], cwd=tmp_path,
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=900,
+        preexec_fn=lambda: os.close(0),
+    )  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "m.py: error: cannot read stdin: it is closed" in proc.stderr
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "soon"])
+def test_non_finite_timeouts_are_refused(tmp_path, value):
+    (tmp_path / "a.py").write_text(LAZY)
+    r = run_imlint("check", "a.py", "--timeout", value, cwd=tmp_path)
+    assert r.code == 2 and "--timeout" in r.err and "Traceback" not in r.err
+
+
+def test_jobs_are_capped_at_the_files(tmp_path, monkeypatch):
+    from imlint import runner
+    from imlint.config import Settings
+
+    seen = []
+    real = runner.Workers.__init__
+
+    def record(self, settings, mode, jobs, fast, debug):
+        seen.append(jobs)
+        real(self, settings, mode, jobs, fast, debug)
+
+    monkeypatch.setattr(runner.Workers, "__init__", record)
+    (tmp_path / "a.py").write_text(LAZY)
+    monkeypatch.chdir(tmp_path)
+    (out,) = runner.run_files(
+        ["a.py"], Settings(root=tmp_path), "check", jobs=256, fast=True, use_cache=False,
+        debug=False,
+    )  # fmt: skip
+    assert seen == [1] and out.findings
+
+
+HOSTILE_NAME = "x\n::error file=evil.py,line=1::INJECTED\x1b[31m.py"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX file names")
+def test_file_names_cannot_forge_output_lines(tmp_path):
+    (tmp_path / HOSTILE_NAME).write_text(LAZY)
+    (tmp_path / "bad\n::error::FORGED.py").write_text("def (:\n")
+    for fmt in ("text", "concise", "github"):
+        r = run_imlint("check", ".", "--output-format", fmt, "--no-show-source", cwd=tmp_path)
+        lines = (r.out + r.err).splitlines()
+        assert not any(line.startswith("::error file=evil.py") for line in lines), fmt
+        assert not any(line.startswith("::error::FORGED") for line in lines), fmt
+        assert "\x1b" not in r.out + r.err
+    r = run_imlint("check", ".", "--no-show-source", cwd=tmp_path)
+    assert "x\\n::error file=evil.py,line=1::INJECTED\\x1b[31m.py:8:" in r.out
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="bytes file names")
+def test_names_that_are_not_utf8_are_reported_in_every_format(tmp_path):
+    name = os.fsdecode(b"lat\xe9n1.py")
+    (tmp_path / name).write_text(LAZY)
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    for args in (
+        ["--output-format", "text"],
+        ["--output-format", "sarif"],
+        ["--output-format", "json"],
+        ["--write-baseline", "base.json"],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "imlint", "check", ".", *args], cwd=tmp_path,
+            capture_output=True, text=True, env=env, timeout=900,
+        )  # fmt: skip
+        assert "Traceback" not in proc.stderr, (args, proc.stderr)
+        assert proc.returncode in (0, 1), (args, proc.stderr)
+    assert "lat\\xe9n1.py:8:" in subprocess.run(
+        [sys.executable, "-m", "imlint", "check", "."], cwd=tmp_path, capture_output=True,
+        text=True, env=env,
+    ).stdout  # fmt: skip
+    sarif = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "imlint", "check", ".", "--output-format", "sarif"],
+            cwd=tmp_path, capture_output=True, text=True, env=env,
+        ).stdout
+    )  # fmt: skip
+    uri = sarif["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]
+    assert uri["uri"] == "lat%E9n1.py"
+    new = subprocess.run(
+        [sys.executable, "-m", "imlint", "check", ".", "--baseline", "base.json"],
+        cwd=tmp_path, capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert new.returncode == 0, new.stderr
+
+
+def test_config_as_a_dotted_key_under_tool_is_read(tmp_path):
+    (tmp_path / "a.py").write_text(LAZY)
+    (tmp_path / "pyproject.toml").write_text('[tool]\nimlint.ignore = ["IM001"]\n')
+    assert run_imlint("check", "a.py", cwd=tmp_path).code == 0
+
+
+def test_a_nested_unknown_table_is_an_error(tmp_path):
+    (tmp_path / "a.py").write_text(LAZY)
+    (tmp_path / "pyproject.toml").write_text("[tool.imlint.lint]\nselect = ['IM001']\n")
+    r = run_imlint("check", "a.py", cwd=tmp_path)
+    assert r.code == 2 and "unknown key(s) in [tool.imlint]: lint" in r.err
