@@ -9,6 +9,8 @@ import libcst as cst
 from libcst.metadata import CodePosition, CodeRange
 from libcst.metadata.position_provider import NEWLINE_RE, PositionProvidingCodegenState
 
+from imlint.source import quiet_parse
+
 EMPTY_MODULE = cst.Module(body=[])
 
 
@@ -110,7 +112,7 @@ def _call_ranges(lines: list[str], expected: int) -> list[CodeRange]:
     """Ranges of every call in a text (its ``lines``), in LibCST's visiting order (empty
     when Python's parser does not see ``expected`` calls)."""
     try:
-        tree = ast.parse("\n".join(lines))
+        tree = quiet_parse("\n".join(lines))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]

@@ -31,6 +31,7 @@ from imlint.kinds import DERIVED_METHODS, READER_MODULES, external_writer, is_in
 from imlint.lifetimes import Lifetimes, construction_only
 from imlint.names import imported_from
 from imlint.options import AnalysisOptions
+from imlint.source import quiet_parse
 from imlint.vocabulary import (
     CACHE_DECORATORS,
     INFERENCE_MODE_NAMES,
@@ -993,7 +994,7 @@ def summarize(
     module, is_package = module_name(path) if path != "-" else ("__stdin__", False)
     if tree is None:
         try:
-            tree = ast.parse(text)
+            tree = quiet_parse(text)
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             return FileSummary(path, module, is_package, {}, {}, error=type(exc).__name__)
     s = _Summarizer(module, is_package, options)

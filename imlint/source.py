@@ -8,6 +8,7 @@ import io
 import os
 import stat
 import tokenize
+import warnings
 from dataclasses import dataclass
 
 
@@ -86,11 +87,20 @@ def read_source(path: str) -> Source:
     return decode(raw)
 
 
+def quiet_parse(text: str) -> ast.Module:
+    """``ast.parse`` without its warnings: invalid escapes and the like warn at parse
+    time, on stderr and without the file's name; they are the file's business, not the
+    linter's. Raises what ``ast.parse`` raises."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text)
+
+
 def python_parse(text: str) -> ast.Module:
     """Python's own parse of ``text`` (parsing only: nothing runs); raises
     ``InvalidSource`` with a one-line message when Python rejects it."""
     try:
-        return ast.parse(text)
+        return quiet_parse(text)
     except SyntaxError as err:
         raise InvalidSource(f"syntax error at {err.lineno}:{err.offset}: {err.msg}") from None
     except (ValueError, RecursionError, MemoryError) as err:

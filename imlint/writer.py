@@ -36,9 +36,8 @@ def write_atomic(path: str, data: bytes, expected: bytes) -> None:
         raise WriteError("file changed on disk since it was read; not modified")
     directory = os.path.dirname(os.path.abspath(path))
     try:
-        fd, tmp = tempfile.mkstemp(
-            dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".imlint-tmp"
-        )
+        # A short name: the original's may already be at the file system's limit.
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".imlint-", suffix=".tmp")
     except OSError as exc:
         raise WriteError(
             f"cannot create a temporary file next to it: {exc.strerror or exc}"
@@ -51,10 +50,17 @@ def write_atomic(path: str, data: bytes, expected: bytes) -> None:
             os.fchmod(out.fileno(), stat.S_IMODE(st.st_mode))
             with contextlib.suppress(OSError):
                 os.fchown(out.fileno(), st.st_uid, st.st_gid)
+        # Once more, just before the rename: an edit made while the new bytes were
+        # written must not be replaced (the window left is the rename itself).
+        with open(path, "rb") as fh:
+            if hashlib.sha256(fh.read()).digest() != hashlib.sha256(expected).digest():
+                raise WriteError("file changed on disk since it was read; not modified")
         os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, WriteError):
+            raise
         if isinstance(exc, OSError):
             raise WriteError(f"cannot write: {exc.strerror or exc}") from None
         raise

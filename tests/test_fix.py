@@ -146,7 +146,7 @@ def test_fix_command_writes_and_summarises(tmp_path):
     assert "Fixed 2 findings in 2 files." in r.out
     assert (tmp_path / "a.py").read_text() == FIXED
     assert stat.S_IMODE((tmp_path / "a.py").stat().st_mode) == 0o640
-    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".imlint-tmp")]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".imlint-")]
     again = run_imlint("fix", ".", cwd=tmp_path)
     assert again.code == 0 and "No fixes applied." in again.out
 

@@ -211,3 +211,38 @@ def test_a_nested_unknown_table_is_an_error(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[tool.imlint.lint]\nselect = ['IM001']\n")
     r = run_imlint("check", "a.py", cwd=tmp_path)
     assert r.code == 2 and "unknown key(s) in [tool.imlint]: lint" in r.err
+
+
+def test_a_file_with_a_name_at_the_length_limit_is_fixed(tmp_path):
+    name = "a" * 250 + ".py"  # 253 bytes: the temporary file must not add to it
+    (tmp_path / name).write_text(LAZY)
+    r = run_imlint("fix", name, cwd=tmp_path)
+    assert r.code == 0, r.err
+    assert "inference_mode(False)" in (tmp_path / name).read_text()
+
+
+def test_parser_warnings_are_not_printed(tmp_path):
+    (tmp_path / "a.py").write_text(LAZY + '\n\nPATTERN = "\\d+"\n')
+    r = run_imlint("fix", "--diff", "a.py", cwd=tmp_path)
+    assert "Warning" not in r.err and "<unknown>" not in r.err
+    assert "inference_mode(False)" in r.out
+
+
+def test_an_edit_made_while_the_fix_writes_is_kept(tmp_path, monkeypatch):
+    """The file is compared again just before the rename: an edit that lands while
+    the new bytes are written wins, and the file is reported as changed."""
+    from imlint import writer
+
+    path = tmp_path / "a.py"
+    path.write_text(LAZY)
+    real_fsync = os.fsync
+
+    def edit_meanwhile(fd: int) -> None:
+        real_fsync(fd)
+        path.write_text(LAZY + "# edited by someone else\n")
+
+    monkeypatch.setattr(writer.os, "fsync", edit_meanwhile)
+    with pytest.raises(writer.WriteError, match="changed on disk"):
+        writer.write_atomic(str(path), b"fixed\n", expected=LAZY.encode())
+    assert path.read_text().endswith("# edited by someone else\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["a.py"]
