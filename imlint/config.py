@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import re
 import sys
@@ -208,6 +209,15 @@ def _has_imlint_table(path: Path, text: str) -> bool:
     return isinstance(tool, dict) and "imlint" in tool
 
 
+def _bool(path: Path, key: str, table: dict[str, Any]) -> bool:
+    value = table[key]
+    if not isinstance(value, bool):
+        raise ConfigError(
+            f"{path}: error: [tool.imlint] {key} must be true or false, got {value!r}"
+        )
+    return value
+
+
 def _string_list(path: Path, key: str, value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ConfigError(
@@ -264,7 +274,12 @@ def load_settings(config_path: Path | None) -> Settings:
         }
     if "timeout" in table:
         value = table["timeout"]
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value < 0
+        ):
             raise ConfigError(
                 f"{config_path}: error: [tool.imlint] timeout must be a non-negative number of seconds, got {value!r}"
             )
@@ -277,19 +292,9 @@ def load_settings(config_path: Path | None) -> Settings:
             )
         settings.line_length = value
     if "respect-gitignore" in table:
-        value = table["respect-gitignore"]
-        if not isinstance(value, bool):
-            raise ConfigError(
-                f"{config_path}: error: [tool.imlint] respect-gitignore must be true or false, got {value!r}"
-            )
-        settings.respect_gitignore = value
+        settings.respect_gitignore = _bool(config_path, "respect-gitignore", table)
     if "unsafe-fixes" in table:
-        value = table["unsafe-fixes"]
-        if not isinstance(value, bool):
-            raise ConfigError(
-                f"{config_path}: error: [tool.imlint] unsafe-fixes must be true or false, got {value!r}"
-            )
-        settings.unsafe_fixes = value
+        settings.unsafe_fixes = _bool(config_path, "unsafe-fixes", table)
     settings.options = AnalysisOptions(
         extra_allocators=frozenset(
             _string_list(config_path, "extra-allocators", table.get("extra-allocators", []))

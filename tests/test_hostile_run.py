@@ -246,3 +246,11 @@ def test_an_edit_made_while_the_fix_writes_is_kept(tmp_path, monkeypatch):
         writer.write_atomic(str(path), b"fixed\n", expected=LAZY.encode())
     assert path.read_text().endswith("# edited by someone else\n")
     assert [p.name for p in tmp_path.iterdir()] == ["a.py"]
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", '"60"'])
+def test_config_timeouts_must_be_finite(tmp_path, value):
+    (tmp_path / "a.py").write_text(LAZY)
+    (tmp_path / "pyproject.toml").write_text(f"[tool.imlint]\ntimeout = {value}\n")
+    r = run_imlint("check", "a.py", cwd=tmp_path)
+    assert r.code == 2 and "timeout must be a non-negative number" in r.err
