@@ -74,6 +74,11 @@ def unsafe_reason(site: AllocationSite, model: ModuleModel) -> str | None:
                 "which then run outside inference mode and without recording gradients"
             )
         stmt = span[0]
+    if not model.torch_imported_at_top:
+        return (
+            "the module imports torch only conditionally or inside functions: the fix "
+            "adds `import torch` at its top, so importing the module would need torch"
+        )
     if _factories_only(stmt, model):
         return None
     return (

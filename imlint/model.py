@@ -13,6 +13,7 @@ from __future__ import annotations
 import libcst as cst
 
 from imlint.collect import Collector
+from imlint.names import dotted_name
 from imlint.options import AnalysisOptions
 from imlint.positions import Positions
 from imlint.project import NO_FACTS, FileFacts
@@ -136,7 +137,30 @@ def build_model(
         positions,
         collector.blocks,
         collector.bodies,
+        torch_imported_at_top=_torch_imported_at_top(module),
     )
+
+
+def _torch_imported_at_top(module: cst.Module) -> bool:
+    """Whether the module imports torch unconditionally, at its top level (``import
+    torch``, ``import torch as th``, ``import torch.nn``, ``from torch import ...``):
+    then the fix's guard can name it, or ``import torch`` next to it changes nothing."""
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Import) and any(
+                (dotted_name(a.name) or "").split(".")[0] == "torch" for a in small.names
+            ):
+                return True
+            if (
+                isinstance(small, cst.ImportFrom)
+                and small.module is not None
+                and not small.relative
+            ):
+                if (dotted_name(small.module) or "").split(".")[0] == "torch":
+                    return True
+    return False
 
 
 def parse_and_build(

@@ -213,6 +213,8 @@ class ModuleModel:
     blocks: dict[int, tuple[int, int]]
     #: id(block) -> the block's statements
     bodies: dict[int, Sequence[cst.CSTNode]] = field(default_factory=dict)
+    #: torch imported unconditionally at the module's top level (see ``fix.unsafe_reason``)
+    torch_imported_at_top: bool = True
 
     @property
     def sites(self) -> list[AllocationSite]:

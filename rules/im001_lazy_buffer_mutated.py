@@ -47,7 +47,9 @@ class LazyBufferMutated(Rule):
     a graph), so that code runs outside inference mode and records no graph even when
     called with grad on. Unsafe too when the kept value is computed after the
     allocation: the guard then spans the statements up to the store (if they are not
-    one block, the finding is reported unfixable). Either way the fix changes the mode
+    one block, the finding is reported unfixable), and when the module imports torch
+    only conditionally (the fix would add `import torch` at its top). Either way the
+    fix changes the mode
     the tensor is made under, not its contents, shape, caching key or lifetime; review
     code that relied on recording a graph through the kept tensor.
 

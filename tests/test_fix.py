@@ -324,3 +324,28 @@ def test_python_m_imlint_fix(tmp_path):
         [sys.executable, "-m", "imlint", "fix", "a.py"], cwd=tmp_path, capture_output=True
     )
     assert proc.returncode == 0
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "try:\n    import torch\nexcept ImportError:\n    torch = None\n",
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    import torch\n",
+        "",  # torch imported inside the function only
+    ],
+)
+def test_a_module_that_imports_torch_conditionally_gets_an_unsafe_fix(tmp_path, imports):
+    """The fix would add `import torch` at the top: the module would then need torch to
+    import at all (as vllm's lazily importing modules do not)."""
+    local = "" if imports else "    import torch\n\n"
+    source = (
+        f"{imports}\n_C = {{}}\n\n\ndef get(n):\n{local}    if n not in _C:\n"
+        "        _C[n] = torch.empty(n)\n    _C[n].zero_()\n    return _C[n]\n"
+    )
+    (finding,) = Linter(Settings()).check_text("m.py", source)
+    assert finding.applicability == "unsafe" and "only conditionally" in finding.unsafe_reason
+    (tmp_path / "m.py").write_text(source)
+    assert run_imlint("fix", "m.py", cwd=tmp_path).code == 1
+    assert (tmp_path / "m.py").read_text() == source  # the safe run adds nothing
+    assert run_imlint("fix", "m.py", "--unsafe-fixes", cwd=tmp_path).code == 0
+    assert "inference_mode(False)" in (tmp_path / "m.py").read_text()
