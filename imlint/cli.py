@@ -156,6 +156,13 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
             "overrides the config's respect-gitignore).",
         ),
         click.option(
+            "--max-file-size",
+            type=click.IntRange(min=0),
+            default=None,
+            metavar="BYTES",
+            help="Skip (and report) files larger than this (default 10000000; 0: no limit).",
+        ),
+        click.option(
             "--unsafe-fixes/--no-unsafe-fixes",
             default=None,
             help="Apply (and mark [*]) unsafe fixes too; overrides the config's unsafe-fixes.",
@@ -289,6 +296,7 @@ def run(
     explain_reach: bool = False,
     unsafe_fixes: bool | None = None,
     respect_gitignore: bool | None = None,
+    max_file_size: int | None = None,
 ) -> int:
     del diff  # folded into ``mode``
     try:
@@ -301,6 +309,7 @@ def run(
                 timeout=timeout,
                 unsafe_fixes=unsafe_fixes,
                 respect_gitignore=respect_gitignore,
+                max_file_size=max_file_size,
             )
         )
         settings = resolver.for_path(stdin_filename or (paths[0] if paths else "."))

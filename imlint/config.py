@@ -70,6 +70,7 @@ KNOWN_KEYS: dict[str, str] = {
     "line-length": "the formatter's line length: fixed lines past it are split as ruff would",
     "unsafe-fixes": "true to apply unsafe fixes too (see each rule's Fix safety)",
     "respect-gitignore": "false to walk into what .gitignore files ignore (default true)",
+    "max-file-size": "bytes: larger files are reported as skipped (default 10000000; 0: no limit)",
 }
 
 
@@ -90,6 +91,7 @@ class Settings:
     line_length: int = 88  # the formatter's; the fix splits lines it pushes past it
     unsafe_fixes: bool = False  # apply (and mark ``[*]``) unsafe fixes too
     respect_gitignore: bool = True  # skip what ``.gitignore`` files ignore when walking
+    max_file_size: int = 10_000_000  # bytes; larger files are skipped (0: no limit)
 
     # ---- rule selection
 
@@ -291,6 +293,13 @@ def load_settings(config_path: Path | None) -> Settings:
                 f"{config_path}: error: [tool.imlint] line-length must be a positive integer, got {value!r}"
             )
         settings.line_length = value
+    if "max-file-size" in table:
+        value = table["max-file-size"]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ConfigError(
+                f"{config_path}: error: [tool.imlint] max-file-size must be a number of bytes (0: no limit), got {value!r}"
+            )
+        settings.max_file_size = value
     if "respect-gitignore" in table:
         settings.respect_gitignore = _bool(config_path, "respect-gitignore", table)
     if "unsafe-fixes" in table:

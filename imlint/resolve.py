@@ -57,6 +57,7 @@ class Overrides:
     timeout: float | None = None
     unsafe_fixes: bool | None = None
     respect_gitignore: bool | None = None
+    max_file_size: int | None = None
 
     @classmethod
     def from_flags(
@@ -87,6 +88,8 @@ class Overrides:
             settings.unsafe_fixes = self.unsafe_fixes
         if self.respect_gitignore is not None:
             settings.respect_gitignore = self.respect_gitignore
+        if self.max_file_size is not None:
+            settings.max_file_size = self.max_file_size
         return settings
 
 

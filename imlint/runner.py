@@ -131,6 +131,24 @@ def _plausible(f: Finding) -> bool:
     )
 
 
+def _stream_digest(path: str, limit: int) -> str | None:
+    """The content digest of a regular file of at most ``limit`` bytes (0: any), read
+    in chunks; None otherwise (the summary task then reports why). Opened without
+    blocking and checked through the descriptor: a FIFO swapped in cannot hang this."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode) or (limit and info.st_size > limit):
+            return None
+        h = hashlib.blake2b(digest_size=16)
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+        return h.hexdigest()
+
+
 def digest_of(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
@@ -234,7 +252,7 @@ def _summarize_task(path: str) -> Summarized:
     from imlint.source import InvalidSource, SourceError, python_parse, read_source
 
     try:
-        source = read_source(path)
+        source = read_source(path, _WORKER["settings"].max_file_size)
     except SourceError as exc:
         return Summarized(path, error=str(exc))
     digest = digest_of(source.raw)
@@ -351,7 +369,10 @@ class ProjectCache:
     def __init__(self, root: Path, settings: Settings) -> None:
         from imlint.project import SUMMARY_VERSION
 
-        key = _key(f"{__version__}|{_PYTHON}|{SUMMARY_VERSION}|{settings.options.key()}")
+        key = _key(
+            f"{__version__}|{_PYTHON}|{SUMMARY_VERSION}|{settings.options.key()}"
+            f"|{settings.max_file_size}"
+        )
         self.folder = root / CACHE_DIR
         self.file = self.folder / f"project-{key}.marshal"
         data = _load_marshal(self.file)
@@ -504,13 +525,11 @@ class _Summaries:
         # Content digests, for the caches (workers read the files again). Only regular
         # files are opened here: a FIFO would block; the summary reports what is wrong.
         if self.use_cache:
+            limit = self.settings.max_file_size
             for path in paths:
-                try:
-                    if stat.S_ISREG(os.stat(path).st_mode):
-                        with open(path, "rb") as fh:
-                            self.digests[path] = digest_of(fh.read())
-                except OSError:
-                    pass
+                digest = _stream_digest(path, limit)
+                if digest is not None:
+                    self.digests[path] = digest
         need: list[str] = []
         project = self.project
         for path in paths:

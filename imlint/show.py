@@ -27,6 +27,7 @@ def show(flags: dict[str, Any], settings: bool) -> int:
                 timeout=flags["timeout"],
                 unsafe_fixes=flags["unsafe_fixes"],
                 respect_gitignore=flags["respect_gitignore"],
+                max_file_size=flags["max_file_size"],
             )
         )
         files: list[str] = []
@@ -72,6 +73,7 @@ def describe(path: str, s: Settings) -> str:
         ("line-length", str(s.line_length)),
         ("unsafe-fixes", str(s.unsafe_fixes).lower()),
         ("respect-gitignore", str(s.respect_gitignore).lower()),
+        ("max-file-size", str(s.max_file_size)),
         ("ignored here", str(list(s.ignored_for(path)) if os.path.exists(path) else [])),
     ]
     width = max(len(k) for k, _ in rows)

@@ -65,14 +65,25 @@ def decode(raw: bytes) -> Source:
     return Source(text=text, encoding=codec, bom=bom, raw=raw)
 
 
-def read_source(path: str) -> Source:
-    """Read and decode a file, turning every failure into a one-line SourceError."""
+def read_source(path: str, max_bytes: int = 0) -> Source:
+    """Read and decode a file, turning every failure into a one-line SourceError.
+
+    The file is opened without blocking and checked through its descriptor (a FIFO
+    swapped in after a check of the path cannot hang the run); ``max_bytes`` (0: no
+    limit) skips generated giants before they are read."""
     try:
         if os.path.isdir(path):
             raise SourceError("is a directory, not a Python file")
-        if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
-            raise SourceError("not a regular file (a FIFO, socket or device)")  # never block
-        with open(path, "rb") as fh:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            info = os.fstat(fh.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise SourceError("not a regular file (a FIFO, socket or device)")  # never block
+            if max_bytes and info.st_size > max_bytes:
+                raise SourceError(
+                    f"skipped: {info.st_size / 1e6:.1f} MB is over the `max-file-size` "
+                    f"limit ({max_bytes / 1e6:g} MB)"
+                )
             raw = fh.read()
     except FileNotFoundError:
         if os.path.islink(path):

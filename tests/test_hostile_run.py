@@ -254,3 +254,18 @@ def test_config_timeouts_must_be_finite(tmp_path, value):
     (tmp_path / "pyproject.toml").write_text(f"[tool.imlint]\ntimeout = {value}\n")
     r = run_imlint("check", "a.py", cwd=tmp_path)
     assert r.code == 2 and "timeout must be a non-negative number" in r.err
+
+
+def test_files_over_the_size_limit_are_skipped_with_one_line(tmp_path):
+    (tmp_path / "good.py").write_text(LAZY)
+    (tmp_path / "huge.py").write_text(LAZY + "# padding\n" * 200)
+    for args in (["--max-file-size", "1000"], ["--max-file-size", "1000", "-j", "2"]):
+        r = run_imlint("check", ".", *args, cwd=tmp_path)
+        assert r.code == 2 and "good.py:8:" in r.out
+        (line,) = [x for x in r.err.splitlines() if x.startswith("huge.py")]
+        assert "over the `max-file-size` limit (0.001 MB)" in line
+    assert run_imlint("check", ".", "--max-file-size", "0", cwd=tmp_path).code == 1
+    (tmp_path / "pyproject.toml").write_text("[tool.imlint]\nmax-file-size = 1000\n")
+    assert "huge.py: error: skipped" in run_imlint("check", ".", cwd=tmp_path).err
+    (tmp_path / "pyproject.toml").write_text("[tool.imlint]\nmax-file-size = -1\n")
+    assert run_imlint("check", ".", cwd=tmp_path).code == 2

@@ -125,7 +125,8 @@ def test_a_20_mb_generated_file_is_never_given_to_libcst(tmp_path):
         "e.parse_and_build = guarded\n"
     )
     # No per-file limit: parsing 20 MB may take minutes on a loaded machine.
-    r = _run_patched(patch, ["check", ".", "--no-cache", "-j", "1", "--timeout", "0"], tmp_path)
+    args = ["check", ".", "--no-cache", "-j", "1", "--timeout", "0", "--max-file-size", "0"]
+    r = _run_patched(patch, args, tmp_path)
     assert r.returncode == 1, r.stderr
     assert "good.py:8:" in r.stdout and "big.py" not in r.stdout + r.stderr
 
