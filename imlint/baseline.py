@@ -273,10 +273,6 @@ def _take(budget: Counter[str], fingerprint: str) -> bool:
     return False
 
 
-def _canonical(statement: str) -> str:
-    return canonical_statement(statement)
-
-
 @dataclass
 class Baseline:
     """The findings recorded in a baseline file."""
@@ -323,7 +319,7 @@ class Baseline:
             else:
                 unmatched.append(i)
         left = [e for e in self.entries if _take(budget, e.fingerprint)]
-        statements = {i: _canonical(statement_text(findings[i], lines_of(findings[i].path)))
+        statements = {i: canonical_statement(statement_text(findings[i], lines_of(findings[i].path)))
                       for i in unmatched}  # fmt: skip
         moved = 0
         tiers: list[Callable[[str, str, str], tuple[str, ...]]] = [
@@ -332,7 +328,7 @@ class Baseline:
             lambda code, function, stmt: (code, stmt),
         ]
         for tier, key in enumerate(tiers):
-            pool = Counter(key(e.code, e.function, _canonical(e.statement)) for e in left)
+            pool = Counter(key(e.code, e.function, canonical_statement(e.statement)) for e in left)
             keys = {
                 i: key(findings[i].code, findings[i].function, statements[i]) for i in unmatched
             }
@@ -346,7 +342,9 @@ class Baseline:
                     moved += 1
                     left.remove(
                         next(
-                            e for e in left if key(e.code, e.function, _canonical(e.statement)) == k
+                            e
+                            for e in left
+                            if key(e.code, e.function, canonical_statement(e.statement)) == k
                         )
                     )
                 else:

@@ -75,7 +75,7 @@ def _read_regular(path: Path, limit: int) -> bytes | None:
         info = os.fstat(fh.fileno())
         if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
             return None
-        return fh.read(limit + 1)[: limit + 1]
+        return fh.read(limit + 1)
 
 
 def _tag(key: bytes, payload: bytes) -> bytes:

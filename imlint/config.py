@@ -211,6 +211,13 @@ def _has_imlint_table(path: Path, text: str) -> bool:
     return isinstance(tool, dict) and "imlint" in tool
 
 
+def _int(path: Path, key: str, table: dict[str, Any], minimum: int, what: str) -> int:
+    value = table[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{path}: error: [tool.imlint] {key} must be {what}, got {value!r}")
+    return value
+
+
 def _bool(path: Path, key: str, table: dict[str, Any]) -> bool:
     value = table[key]
     if not isinstance(value, bool):
@@ -287,19 +294,11 @@ def load_settings(config_path: Path | None) -> Settings:
             )
         settings.timeout = float(value)
     if "line-length" in table:
-        value = table["line-length"]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(
-                f"{config_path}: error: [tool.imlint] line-length must be a positive integer, got {value!r}"
-            )
-        settings.line_length = value
+        settings.line_length = _int(config_path, "line-length", table, 1, "a positive integer")
     if "max-file-size" in table:
-        value = table["max-file-size"]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(
-                f"{config_path}: error: [tool.imlint] max-file-size must be a number of bytes (0: no limit), got {value!r}"
-            )
-        settings.max_file_size = value
+        settings.max_file_size = _int(
+            config_path, "max-file-size", table, 0, "a number of bytes (0: no limit)"
+        )
     if "respect-gitignore" in table:
         settings.respect_gitignore = _bool(config_path, "respect-gitignore", table)
     if "unsafe-fixes" in table:
