@@ -24,8 +24,8 @@ buffer in `_split_kv_pages_to_64` (flash_mla_sm120.py) must be an IM002 at line 
 the int8 mask allocated there under `inference_mode(False)` must not be reported.
 
 `--sample N` draws a seeded random sample of N findings per tree (default sglang and
-vllm; `--exclude-labelled` leaves out findings that have a label) as JSON lines, to be
-labelled for an unbiased precision estimate; nothing is scored then.
+vllm; `--exclude-labelled` leaves out findings that have a label in any folder) as JSON
+lines, to be labelled for an unbiased precision estimate; nothing is scored then.
 """
 
 from __future__ import annotations
@@ -763,7 +763,11 @@ def score_json(s: TreeScore) -> dict[str, Any]:
 
 
 def sample_mode(args: argparse.Namespace, trees: list[str]) -> int:
-    labels = load_labels(trees) if args.exclude_labelled else {}
+    labels: dict[Key, Label] = {}
+    if args.exclude_labelled:  # every folder of labels: the tuning corpus and earlier samples
+        for folder in sorted(p.name for p in ACCURACY.iterdir() if p.is_dir()):
+            if folder not in ("known", "samples"):
+                labels.update(load_labels(trees, folder))
     records: list[dict[str, Any]] = []
     for tree in trees:
         ensure_tree(tree)

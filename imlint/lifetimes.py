@@ -1,28 +1,36 @@
-"""Lifetimes, project-wide: which functions run only during construction, and which
-classes have instances that live for one call.
+"""Lifetimes, project-wide: which functions run only while an object is built, and
+which objects live for one call.
 
-Both are read from code, never from names:
+All of it is read from code, never from names. Test code (``is_test_module``) is left
+out as evidence: it does not run in the served process.
 
-- **Construction.** A function whose every resolved caller is a constructor
-  (``__init__``, ``__post_init__``, ``__new__``) or, transitively, another such
-  function, and that no call the index cannot resolve could reach by name, runs while
-  an object is built: what it stores is built eagerly, not on first use (IM004's
-  territory, not a lazy site).
+- **Construction.** A function whose every caller is a constructor of an object that is
+  not made per call, or, transitively, another such function, runs while the program
+  sets up: what it stores is built eagerly, not on first use (IM004's territory, not a
+  lazy site). Calls by the function's name that the index cannot resolve count as
+  callers. A function without parameters that a class's constructor calls is set up by
+  the time the class's other methods call it.
 - **Per-call objects.** Every place that makes an instance of a class (a call of the
   class, ``cls(...)`` in its class methods, a subclass's) is judged by what happens to
   the result there. The instance is *long-lived* when the result is kept in storage
-  that outlives the call (an attribute, a global, a container entry), when it is made
-  at module level, in a constructor or construction, in a cached function, or in a
-  function nothing in the project calls (an entry point: it may run once for the
-  whole process); a result that is returned is judged at the callers of the function
-  that returns it. Otherwise the instance is made per call: used, held in a local,
-  passed on. A class with at least one place that makes it, all per call, has per-call
-  instances: what its methods store on ``self`` dies with the call that made it (a
-  memo on a per-step batch). A class the project never instantiates is not judged
-  (its instances may come from anywhere).
+  that outlives the call (a global, ``self`` of a long-lived object, a parameter that
+  is not handed a per-call object, a local object that is itself long-lived), handed
+  to something that keeps it and outlives the call (a constructor that keeps the
+  argument, a dataclass, a callee the index cannot resolve), made at module level, in
+  the construction of a long-lived object, in a cached function, or in an entry point
+  (nothing calls it: it may run once for the whole process). A result that is returned
+  is judged at every caller, including calls by the same name that the index cannot
+  resolve. Otherwise the instance is made per call. A class with at least one place
+  that makes it, all per call, has per-call instances: what its methods store on
+  ``self`` dies with the call that made it (a memo on a per-step batch). A class the
+  project never instantiates is not judged (its instances may come from anywhere).
 - **Per-call parameters.** A parameter that every resolved caller hands a per-call
   object (an instance of a per-call class made there, or a per-call parameter of the
   caller) holds a per-call object: what the function stores on it dies with the call.
+
+Per-call objects and parameters depend on each other (an object kept on a per-call
+batch is per call too), so both are computed together, to the least fixed point of
+*long-lived*: objects that only keep each other stay per call.
 """
 
 from __future__ import annotations
@@ -39,55 +47,160 @@ def _is_constructor(qual: str) -> bool:
     return "." in qual and qual.rsplit(".", 1)[-1] in CONSTRUCTORS
 
 
-def construction_only(index: ProjectIndex) -> set[Target]:
-    """Functions reached only from constructors, to a fixed point."""
+def construction_only(index: ProjectIndex, per_call: set[Target] | None = None) -> set[Target]:
+    """Functions that run only while a long-lived object is built, to a fixed point:
+    every caller is a constructor (of a class not in ``per_call``: building an object
+    made per step is not set-up) or such a function, or, for a function without
+    parameters (it returns the same thing to every caller), a method of a class whose
+    constructor calls it too (it ran when the instance was built: a get-or-create
+    helper that the constructor fills eagerly). Calls by the function's name that the
+    index cannot resolve are callers too."""
+    skip = per_call or set()
+    classes: dict[Target, Target | None] = {}
+
+    def class_of(c: Target) -> Target | None:
+        if c not in classes:
+            classes[c] = _class_of(index, c)
+        return classes[c]
+
+    #: target -> (callers that are not constructors of long-lived objects, classes of the
+    #: constructors that call it when it has no parameters, else None)
+    waiting: dict[Target, tuple[list[Target], set[Target] | None]] = {}
+    for s in index.summaries:
+        for d in s.defs.values():
+            if d.kind != "function" or _is_constructor(d.qual):
+                continue
+            target = (s.module, d.qual)
+            name = d.qual.rsplit(".", 1)[-1]
+            callers = [c for c, _region in index.callers_of(target)]
+            callers += [c for c, _text in index.unresolved_sites.get(name, ())]
+            if not callers:
+                continue
+            rest: list[Target] = []
+            built: set[Target] | None = None if d.params else set()
+            for c in callers:
+                cls = class_of(c)
+                if _is_constructor(c[1]) and cls not in skip:
+                    if cls is not None and built is not None:
+                        built.add(cls)
+                else:
+                    rest.append(c)
+            waiting[target] = (rest, built)
     found: set[Target] = set()
-    callers_of = {
-        (s.module, d.qual): index.callers_of((s.module, d.qual))
-        for s in index.summaries
-        for d in s.defs.values()
-        if d.kind == "function"
-    }
     changed = True
     while changed:
         changed = False
-        for target, callers in callers_of.items():
-            if target in found or not callers or _is_constructor(target[1]):
+        for target, (rest, built) in waiting.items():
+            if target in found:
                 continue
-            if index.unresolved.get(target[1].rsplit(".", 1)[-1], 0):
-                continue
-            if all(_is_constructor(c[1]) or c in found for c, _region in callers):
+            if built is not None:
+                built = built | {
+                    cls for c in rest if c in found and (cls := class_of(c)) is not None
+                }
+            if all(c in found or (built and class_of(c) in built) for c in rest):
                 found.add(target)
                 changed = True
     return found
 
 
+def _class_of(index: ProjectIndex, function: Target) -> Target | None:
+    s = index.modules.get(function[0])
+    d = s.defs.get(function[1]) if s is not None else None
+    return (function[0], d.cls) if d is not None and d.cls else None
+
+
+def is_test_module(module: str) -> bool:
+    """Test code (pytest's layout: a ``test``/``tests`` package, ``test_*.py``,
+    ``*_test.py``, ``conftest.py``): it does not run in the served process, so what it
+    does with an object says nothing about the object's lifetime there."""
+    parts = module.split(".")
+    last = parts[-1]
+    return (
+        any(p in ("test", "tests") for p in parts)
+        or last.startswith("test_")
+        or last.endswith("_test")
+        or last == "conftest"
+    )
+
+
+#: Rounds of the lifetime fixed point (each only turns per-call classes long; real
+#: trees settle in three or four).
+_ROUNDS = 32
+
+
 class Lifetimes:
-    """Per-call classes of a project (see the module doc)."""
+    """Per-call classes and parameters of a project (see the module doc)."""
 
     def __init__(self, index: ProjectIndex, construction: set[Target]) -> None:
         self.index = index
         self.construction = construction
         self._returned: dict[Target, bool] = {}
-        self.per_call: set[Target] = self._per_call_classes()
+        self._judging: set[tuple[str, str, str]] = set()
+        self._origins: (
+            tuple[
+                dict[tuple[Target, str], list[tuple[str, Target | None, str]]],
+                set[tuple[Target, str]],
+            ]
+            | None
+        ) = None
+        self._handed_on: dict[tuple[Target, str], list[tuple[Target, str]]] | None = None
+        self._is_test = {s.module: is_test_module(s.module) for s in index.summaries}
+        made = self._instantiations()
+        self.per_call: set[Target] = set(made)
+        self.params: set[tuple[Target, str]] = self.per_call_params()
+        for _ in range(_ROUNDS):
+            self._returned = {}
+            before = (self.per_call, self.params)
+            self.per_call = self._per_call_classes(made)
+            self.params = self.per_call_params()
+            if (self.per_call, self.params) == before:
+                break
+
+    def _test(self, target: Target) -> bool:
+        return self._is_test.get(target[0], False)
+
+    def _production_callers(self, target: Target) -> list[Target]:
+        return [c for c, _region in self.index.callers_of(target) if not self._test(c)]
 
     def _long_context(self, s: FileSummary, d: DefSummary) -> bool:
         """Whether what ``d`` makes lives as long as the process may: module level,
-        construction, a cached function, an entry point."""
+        construction of a long-lived object, a cached function, an entry point."""
         me = (s.module, d.qual)
-        if d.kind == "module" or d.cached or _is_constructor(d.qual) or me in self.construction:
+        if d.kind == "module" or d.cached or me in self.construction:
             return True
-        name = d.qual.rsplit(".", 1)[-1]
-        return not self.index.callers_of(me) and not self.index.unresolved.get(name, 0)
+        if _is_constructor(d.qual):
+            return not self._is_per_call_class((s.module, d.cls))
+        return self._entry_point(me)
+
+    def _entry_point(self, target: Target) -> bool:
+        """Nothing outside test code calls it (by any name the index sees): it may be
+        called from outside, once for the whole process."""
+        name = target[1].rsplit(".", 1)[-1]
+        return not self._production_callers(target) and not any(
+            not self._test(c) for c, _text in self.index.unresolved_sites.get(name, ())
+        )
+
+    def _is_per_call_class(self, cls: Target) -> bool:
+        return cls in self.per_call
 
     def _made_long(self, s: FileSummary, d: DefSummary, text: str) -> bool:
         """Whether the result of the call ``text`` in ``d`` may outlive the call."""
         if self._long_context(s, d):
             return True
+        site = (s.module, d.qual, text)
+        if site in self._judging:
+            return False  # ``x = wrap(x)``: already being judged further up
+        self._judging.add(site)
+        try:
+            return self._result_long(s, d, text)
+        finally:
+            self._judging.discard(site)
+
+    def _result_long(self, s: FileSummary, d: DefSummary, text: str) -> bool:
         for made, how in d.results:
             if made != text:
                 continue
-            if how == "kept":
+            if how.startswith("kept:") and self._kept_long(s, d, how[5:]):
                 return True
             if how == "returned" and self._returns_long((s.module, d.qual)):
                 return True
@@ -95,48 +208,75 @@ class Lifetimes:
                 return True
         return False
 
+    def _kept_long(self, s: FileSummary, d: DefSummary, into: str) -> bool:
+        """Whether storage a value is kept in outlives the call: ``self`` of a class
+        that is not per call, a parameter not handed a per-call object, an object made
+        here by a call whose result outlives it, anything else (a global)."""
+        if into == "self":
+            return not self._is_per_call_class((s.module, d.cls))
+        if into.startswith("param:"):
+            return ((s.module, d.qual), into[6:]) not in self.params
+        if into.startswith("made:"):
+            return self._made_long(s, d, into[5:])
+        return True
+
     def _owned(self, s: FileSummary, d: DefSummary, how: str) -> bool:
-        """Whether an argument is kept by a constructor it is handed to (ownership), or
-        handed to code outside the project (anything may happen to it)."""
+        """Whether an argument is kept by what it is handed to, and that outlives the
+        call: a constructor that keeps the parameter, a class without a constructor of
+        its own (a dataclass keeps its fields), or a callee the index cannot resolve (a
+        class chosen at run time, a wrapper from outside: it may keep what it is handed
+        in what it returns). The argument then lives as long as that result."""
         _, callee, key = how.split(":", 2)
         index = self.index
         target = index.resolve(s, d, callee)
-        if target is None:
-            return False
-        if index.kind_of(target) == "class":
-            target = index.method_of(target, "__init__")
-            if target is None:
+        if target is not None:
+            if index.kind_of(target) == "class":
+                init = index.method_of(target, "__init__")
+                if init is not None and not self._keeps(init, key):
+                    return False
+            elif not _is_constructor(target[1]) or not self._keeps(target, key):
                 return False
-        if not _is_constructor(target[1]):
-            return False
-        name = index.param_name(target, key)
-        ts = index.modules.get(target[0])
-        td = ts.defs.get(target[1]) if ts is not None else None
+        return self._made_long(s, d, callee)
+
+    def _keeps(self, init: Target, key: str) -> bool:
+        """Whether a constructor keeps the argument passed as ``key``."""
+        name = self.index.param_name(init, key)
+        ts = self.index.modules.get(init[0])
+        td = ts.defs.get(init[1]) if ts is not None else None
         return td is not None and name is not None and name in td.pkept
 
     def _returns_long(self, target: Target) -> bool:
-        """Whether a function's result is kept by any caller (transitively)."""
+        """Whether a function's result is kept by any caller (transitively): a resolved
+        caller, or a call by the same name the index cannot resolve (it may be this
+        function). Callers in test code do not count; a function nothing calls at all
+        is an entry point (its result may be kept by whoever calls it from outside)."""
         known = self._returned.get(target)
         if known is not None:
             return known
         self._returned[target] = False  # recursion guard
         index = self.index
-        callers = index.callers_of(target)
         name = target[1].rsplit(".", 1)[-1]
-        # Unresolved calls by name: the callers that keep the result may be among them;
-        # no caller at all: an entry point, or called from outside.
-        result = not callers or bool(index.unresolved.get(name, 0))
-        for caller, _region in callers:
-            cs = index.modules.get(caller[0])
-            cd = cs.defs.get(caller[1]) if cs is not None else None
-            if cd is None:
-                continue
-            for text, _r in cd.calls:
-                if index.resolve(cs, cd, text) == target and self._made_long(cs, cd, text):  # type: ignore[arg-type]
-                    result = True
-                    break
+        result = self._entry_point(target)
+        sites: list[tuple[Target, str | None]] = [
+            (c, None) for c in self._production_callers(target)
+        ]
+        sites += [
+            (c, text) for c, text in index.unresolved_sites.get(name, ()) if not self._test(c)
+        ]
+        for caller, text in sites:
             if result:
                 break
+            cs = index.modules.get(caller[0])
+            cd = cs.defs.get(caller[1]) if cs is not None else None
+            if cs is None or cd is None:
+                continue
+            if text is not None:
+                result = self._made_long(cs, cd, text)
+                continue
+            result = any(
+                index.resolve(cs, cd, t) == target and self._made_long(cs, cd, t)
+                for t, _r in cd.calls
+            )
         self._returned[target] = result
         return result
 
@@ -145,12 +285,48 @@ class Lifetimes:
         a per-call class made for the call (``run(Batch(...))``), or a parameter of the
         caller that is itself per-call, at every resolved call site. What a function
         stores on such a parameter (``batch.cache = ...``) dies with the call. A caller
-        that hands anything else, or that the index does not see, keeps it unjudged.
-        Judged on demand: for functions that allocate, and the callers they lead to."""
+        that hands anything else, or that the index does not see, keeps it unjudged."""
+        if self._origins is None:
+            self._origins = self._param_origins()
+        origins, complete = self._origins
+        if self._handed_on is None:  # (caller, its parameter) -> parameters it is handed to
+            self._handed_on = {}
+            for bound, handed in origins.items():
+                for kind, who, param in handed:
+                    if kind == "param" and who is not None:
+                        self._handed_on.setdefault((who, param), []).append(bound)
+        # Not per call: a parameter some caller hands something else, and, through the
+        # calls that hand it on, every parameter it reaches.
+        unjudged = [
+            bound
+            for bound, handed in origins.items()
+            if bound not in complete
+            or any(
+                (kind == "made" and who not in self.per_call)
+                or (kind == "param" and (who is None or (who, param) not in origins))
+                for kind, who, param in handed
+            )
+        ]
+        seen = set(unjudged)
+        while unjudged:
+            for bound in self._handed_on.get(unjudged.pop(), ()):
+                if bound not in seen:
+                    seen.add(bound)
+                    unjudged.append(bound)
+        return set(origins) - seen
+
+    def _param_origins(
+        self,
+    ) -> tuple[
+        dict[tuple[Target, str], list[tuple[str, Target | None, str]]], set[tuple[Target, str]]
+    ]:
+        """What callers hand each parameter: ``(callee, parameter) -> [("param", caller,
+        its parameter) or ("made", class or None, "")]``, and the parameters whose every
+        caller was seen handing something. Judged on demand: for functions that
+        allocate, and the callers they lead to."""
         index = self.index
-        #: (callee, parameter) -> origins: ("param", caller, its parameter) or ("made", class)
         origins: dict[tuple[Target, str], list[tuple[str, Target | None, str]]] = {}
-        complete: set[tuple[Target, str]] = set()  # every caller hands something seen
+        complete: set[tuple[Target, str]] = set()
         pending = [
             (s.module, d.qual)
             for s in index.summaries
@@ -172,21 +348,7 @@ class Lifetimes:
                     if origin[0] == "param" and origin[1] is not None:
                         pending.append(origin[1])
             complete |= {(target, p) for p, seen in seen_from.items() if seen >= callers}
-        out: set[tuple[Target, str]] = set()
-        changed = True
-        while changed:
-            changed = False
-            for bound, handed in origins.items():
-                if bound in out or bound not in complete:
-                    continue
-                if all(
-                    (kind == "made" and who is not None)
-                    or (kind == "param" and who is not None and (who, param) in out)
-                    for kind, who, param in handed
-                ):
-                    out.add(bound)
-                    changed = True
-        return out
+        return origins, complete
 
     def _handed_to(
         self, caller: Target, target: Target
@@ -214,22 +376,30 @@ class Lifetimes:
             name = index.param_name(target, key)
             if name is None:
                 continue
-            cls = self._instantiated(s, d, made)
-            out.append((name, ("made", cls if cls in self.per_call else None, "")))
+            out.append((name, ("made", self._instantiated(s, d, made), "")))
         return out
 
-    def _per_call_classes(self) -> set[Target]:
-        index = self.index
-        made: dict[Target, bool] = {}  # class -> some instance is long-lived
-        for s in index.summaries:
+    def _instantiations(self) -> dict[Target, list[tuple[FileSummary, DefSummary, str]]]:
+        """Where production code makes an instance of each class (test code left out)."""
+        made: dict[Target, list[tuple[FileSummary, DefSummary, str]]] = {}
+        for s in self.index.summaries:
+            if self._is_test[s.module]:
+                continue
             for d in s.defs.values():
                 for text, _region in d.calls:
                     cls = self._instantiated(s, d, text)
-                    if cls is None:
-                        continue
-                    made[cls] = made.get(cls, False) or self._made_long(s, d, text)
+                    if cls is not None:
+                        made.setdefault(cls, []).append((s, d, text))
+        return made
+
+    def _per_call_classes(
+        self, made: dict[Target, list[tuple[FileSummary, DefSummary, str]]]
+    ) -> set[Target]:
+        index = self.index
+        long_classes = {
+            cls for cls, sites in made.items() if any(self._made_long(*site) for site in sites)
+        }
         # A class's methods run on its subclasses' instances too.
-        long_classes = {c for c, long in made.items() if long}
         per_call: set[Target] = set()
         for cls in index.classes():
             family = index.subclasses(cls) | {cls}

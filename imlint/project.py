@@ -45,7 +45,7 @@ from imlint.vocabulary import (
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 9
+SUMMARY_VERSION = 10
 
 #: Calls whose result holds their first argument (a tensor kept by a module).
 _WRAPPERS = frozenset(
@@ -194,6 +194,7 @@ class _Scope:
     summary: DefSummary
     self_name: str | None
     params: set[str]
+    class_bound: bool = False  # a class method: ``self_name`` is the class (a global)
     assigned: dict[str, list[ast.expr]] = field(default_factory=dict)
     returns: list[tuple[ast.expr, str, int]] = field(default_factory=list)
     keeps: list[tuple[str, ast.expr, str, int]] = field(default_factory=list)
@@ -203,7 +204,10 @@ class _Scope:
     calls: set[tuple[str, str]] = field(default_factory=set)
     pwrites: set[tuple[str, str]] = field(default_factory=set)
     passes: set[tuple[str, str, str]] = field(default_factory=set)
-    kept: list[ast.expr] = field(default_factory=list)  # values stored beyond the call
+    #: (value, into) of values stored into objects: into ``self``, ``param:<name>``,
+    #: ``other`` (a global, a closure variable: outlives the call) or ``local:<name>``
+    #: (an object the function holds in a local: as long as that object lives)
+    kept: list[tuple[ast.expr, str]] = field(default_factory=list)
     handed: list[tuple[ast.expr, str]] = field(default_factory=list)  # (argument, how)
     unpacked: dict[str, list[ast.expr]] = field(default_factory=dict)  # a, b = call()
     rwrites: set[tuple[str, str, str]] = field(default_factory=set)  # (call, kind, key)
@@ -343,9 +347,9 @@ class _Summarizer(_FastVisitor):
             return "inference" if arg.value else "guarded"
         return ""
 
-    def call_text(self, func: ast.expr) -> str:
+    def call_text(self, func: ast.expr, scope: _Scope | None = None) -> str:
         """How a call's callee is recorded: a dotted text, ``super().m``, or ``?name``."""
-        scope = self.scopes[-1]
+        scope = scope or self.scopes[-1]
         text = _dotted(func)
         if text is not None:
             head, _, rest = text.partition(".")
@@ -390,7 +394,7 @@ class _Summarizer(_FastVisitor):
         qual = f"{prefix}.{node.name}" if prefix else node.name
         mode = ""
         cached = False
-        static = False
+        static = classmethod_ = False
         for dec in node.decorator_list:
             m = self.mode_of(dec)
             if m and not mode:
@@ -405,6 +409,7 @@ class _Summarizer(_FastVisitor):
             ):
                 cached = True
             static = static or last == "staticmethod"
+            classmethod_ = classmethod_ or last == "classmethod"
         args = node.args
         positional = [a.arg for a in (*args.posonlyargs, *args.args)]
         self_name = positional[0] if cls is not None and positional and not static else None
@@ -417,7 +422,7 @@ class _Summarizer(_FastVisitor):
                 all_params.add(star.arg)
         if cls is None and parent.summary.kind == "function":
             self_name = parent.self_name  # a closure inside a method sees ``self``
-        scope = _Scope(summary, self_name, all_params)
+        scope = _Scope(summary, self_name, all_params, class_bound=classmethod_)
         scope.kernel = any(
             self.qualify(_dotted(d.func if isinstance(d, ast.Call) else d) or "").startswith(
                 "triton."
@@ -535,15 +540,28 @@ class _Summarizer(_FastVisitor):
             target = target.value
         return target.id if isinstance(target, ast.Name) else None
 
+    @staticmethod
+    def _kept_into(root: str | None, scope: _Scope) -> str:
+        """What a value stored under ``root`` is kept on (see ``_Scope.kept``)."""
+        if root is not None and root not in scope.globals:
+            if root == scope.self_name and scope.summary.cls:
+                return "other" if scope.class_bound else "self"
+            if root in scope.params:
+                return f"param:{root}"
+        return "other"
+
     def _handed(self, node: ast.Call, text: str, scope: _Scope) -> None:
         """Values handed to a call: kept when the call keeps what it is given
         (``lst.append(v)``, ``d.setdefault(k, v)``), else judged at the callee
         (``lifetimes.py``: a constructor that keeps its parameter owns the object)."""
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in KEEPING_METHODS:
-            if _root_name(func.value) not in scope.assigned:
-                scope.kept.extend(node.args)
-                scope.kept.extend(kw.value for kw in node.keywords)
+            root = _root_name(func.value)
+            into = self._kept_into(root, scope)
+            if root is not None and root in scope.assigned and root not in scope.globals:
+                into = f"local:{root}"
+            scope.kept.extend((a, into) for a in node.args)
+            scope.kept.extend((kw.value, into) for kw in node.keywords)
             return
         # Only what may be a new object: a call, or a name bound to one.
         assigned = scope.assigned
@@ -702,7 +720,9 @@ class _Summarizer(_FastVisitor):
                 if not _string_key(target):
                     scope.pwrites.add((root, "torch"))
             if root is not None and (root not in scope.assigned or root in scope.globals):
-                scope.kept.append(value)
+                scope.kept.append((value, self._kept_into(root, scope)))
+            elif root is not None:
+                scope.kept.append((value, f"local:{root}"))
             if (
                 isinstance(target, ast.Attribute)
                 and root is not None
@@ -809,7 +829,9 @@ class _Summarizer(_FastVisitor):
         return out
 
     def _made(self, expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) -> set[str]:
-        """Call texts whose result ``expr`` may be (through local names)."""
+        """Call texts whose result ``expr`` may be, or be part of (through local names):
+        ``bundle.allocator`` and ``model.eval()`` carry what ``bundle`` and ``model`` hold
+        (a field of the object; a method that returns the object itself)."""
         out: set[str] = set()
         stack = [expr]
         while stack:
@@ -817,7 +839,16 @@ class _Summarizer(_FastVisitor):
             if isinstance(e, ast.Call):
                 text = _dotted(e.func)
                 if text is not None:
-                    out.add(self.call_text(e.func))
+                    out.add(self.call_text(e.func, scope))
+                func = e.func
+                if (
+                    isinstance(func, ast.Attribute)
+                    and func.attr in RETURNS_SELF_METHODS
+                    and isinstance(func.value, ast.Name)
+                ):
+                    stack.append(func.value)
+            elif isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name):
+                stack.append(e.value)
             elif isinstance(e, ast.Name) and e.id not in seen and e.id not in scope.globals:
                 for v in scope.assigned.get(e.id, ()):
                     out |= self._made(v, scope, seen | {e.id})
@@ -839,12 +870,24 @@ class _Summarizer(_FastVisitor):
         s.rwrites = sorted(scope.rwrites)
         s.passes = sorted(scope.passes)
         results = {(text, "returned") for v, *_ in scope.returns for text in self._made(v, scope)}
-        results |= {(text, "kept") for v in scope.kept for text in self._made(v, scope)}
+        for value, into in scope.kept:
+            intos = [into]
+            if into.startswith("local:"):
+                # kept on a local object: as long as the objects the local may hold
+                holders = self._made(ast.Name(id=into[6:], ctx=ast.Load()), scope)
+                intos = [f"made:{h}" for h in sorted(holders)]
+            results |= {(text, f"kept:{i}") for text in self._made(value, scope) for i in intos}
         for value, how in scope.handed:
             results |= {(text, how) for text in self._made(value, scope)}
         s.results = sorted(results)
         s.pkept = sorted(
-            {v.id for v in scope.kept if isinstance(v, ast.Name) and v.id in scope.params}
+            {
+                v.id
+                for v, into in scope.kept
+                if isinstance(v, ast.Name)
+                and v.id in scope.params
+                and not into.startswith("local:")
+            }
         )
         unguarded = s.mode != "guarded"
         for value, region, _line in scope.returns:
@@ -924,9 +967,11 @@ def _owner(expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) ->
 
 
 def _made_here(expr: ast.expr, assigned: dict[str, list[ast.expr]]) -> bool:
-    """A call, or a name bound to a call's result in this scope."""
+    """A call, or a name bound to a call's result in this scope, or a field of one."""
     if isinstance(expr, ast.Call):
         return True
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        expr = expr.value
     return isinstance(expr, ast.Name) and any(
         isinstance(v, ast.Call) for v in assigned.get(expr.id, ())
     )
@@ -954,6 +999,12 @@ def _handle_root(expr: ast.expr) -> str | None:
             break
     return expr.id if isinstance(expr, ast.Name) else None
 
+
+#: Methods that return the object they are called on (``torch.nn.Module``'s).
+RETURNS_SELF_METHODS = frozenset(
+    {"eval", "train", "to", "cuda", "cpu", "half", "float", "bfloat16", "requires_grad_",
+     "share_memory"}
+)  # fmt: skip
 
 #: Methods that keep what they are handed (on a container or registry).
 KEEPING_METHODS = frozenset(
@@ -1142,6 +1193,8 @@ class ProjectIndex:
         self._helpers: dict[Target, tuple[int, str, str]] = {}
         self.callers: dict[Target, list[tuple[Target, str]]] = {}
         self.unresolved: dict[str, int] = {}
+        #: name -> (caller, call text) of the calls by that name the index cannot resolve
+        self.unresolved_sites: dict[str, list[tuple[Target, str]]] = {}
         self.unresolved_total = 0
         self._resolved: dict[tuple[str, str, str], Target | None] = {}
         self._children: dict[Target, set[Target]] | None = None
@@ -1409,6 +1462,7 @@ class ProjectIndex:
                             name = text.rsplit(".", 1)[-1].lstrip("?")
                             if name:
                                 self.unresolved[name] = self.unresolved.get(name, 0) + 1
+                                self.unresolved_sites.setdefault(name, []).append((caller, text))
                                 self.unresolved_total += 1
                         continue
                     if self._kind(target) == "class":
@@ -1418,9 +1472,13 @@ class ProjectIndex:
                         target = init
                     self.callers.setdefault(target, []).append((caller, region or d.mode))
         # Both read the call graph just built.
+        # Construction needs to know which objects are made per call (building one is
+        # not set-up), and lifetimes what runs in construction: one round each way.
         self.construction = construction_only(self)
+        per_call = Lifetimes(self, self.construction).per_call
+        self.construction = construction_only(self, per_call)
         self.lifetimes = Lifetimes(self, self.construction)
-        self.per_call_params = self.lifetimes.per_call_params()
+        self.per_call_params = self.lifetimes.params
 
     def _find_allocators(self) -> None:
         """Callables whose call allocates a tensor that outlives it, to a fixed point."""

@@ -1,0 +1,315 @@
+"""Object lifetimes across a project (imlint/lifetimes.py): which objects live for one
+call, which functions run only while an object is built."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .test_tiers_and_lifetimes import _check, _tree
+
+BATCH = """
+import torch
+
+
+class DraftInput:
+    def __init__(self, n):
+        self.n = n
+        self.lens = None
+
+    def ensure_lens(self):
+        if self.lens is None:
+            self.lens = torch.empty(self.n)
+        self.lens.zero_()
+
+
+class Batch:
+    def __init__(self, n):
+        self.n = n
+        self.spec_info = None
+"""
+
+RUNNER = """
+from pkg.batch import Batch, DraftInput
+
+
+class Runner:
+    def step(self, n):
+        batch = Batch(n)
+        batch.spec_info = DraftInput(n)
+        batch.spec_info.ensure_lens()
+        return n
+
+
+def serve(runner):
+    for n in range(4):
+        runner.step(n)
+"""
+
+
+def _findings(root: Path, files: dict[str, str]) -> list[tuple[str, int, str]]:
+    _tree(root, {"pkg/__init__.py": "", **files})
+    return [(name, line, code) for name, line, code, _severity in _check(root)]
+
+
+def test_an_object_kept_on_a_per_call_object_is_per_call(tmp_path):
+    # The draft input is kept on the step's batch, which dies with the step.
+    assert _findings(tmp_path, {"pkg/batch.py": BATCH, "pkg/runner.py": RUNNER}) == []
+    # Kept on the runner, the batch outlives the step, and so does its draft input.
+    kept = RUNNER.replace("batch = Batch(n)", "batch = self.last = Batch(n)")
+    assert _findings(tmp_path, {"pkg/runner.py": kept}) == [("batch.py", 12, "IM001")]
+
+
+def test_test_code_does_not_decide_lifetimes(tmp_path):
+    keeper = """
+    from pkg.batch import Batch, DraftInput
+
+    def make_batch():
+        batch = Batch(4)
+        batch.spec_info = DraftInput(4)
+        return batch
+    """
+    files = {"pkg/batch.py": BATCH, "pkg/runner.py": RUNNER, "pkg/tests/test_kit.py": keeper}
+    # A test helper nothing calls returns a draft input: tests are not the served process.
+    assert _findings(tmp_path, files) == []
+    # The same helper in production code is an entry point whose result may be kept.
+    _tree(tmp_path, {"pkg/kit.py": keeper})
+    assert _findings(tmp_path, files) == [("batch.py", 12, "IM001")]
+
+
+def test_calls_by_a_name_the_index_cannot_resolve_are_judged_where_they_are(tmp_path):
+    maker = """
+    from pkg.batch import DraftInput
+
+    class Maker:
+        def make(self, n):
+            return DraftInput(n)
+    """
+    used = """
+    def step(factory, n):
+        draft = factory.make(n)
+        draft.ensure_lens()
+
+    def serve(factory):
+        for n in range(4):
+            step(factory, n)
+    """
+    files = {"pkg/batch.py": BATCH, "pkg/maker.py": maker, "pkg/user.py": used}
+    # ``factory.make`` cannot be resolved; what it returns is used for the call only.
+    assert _findings(tmp_path, files) == []
+    kept = used.replace("draft = factory.make(n)", "draft = _LAST[0] = factory.make(n)")
+    files["pkg/user.py"] = "\n    _LAST = [None]\n" + kept
+    assert _findings(tmp_path, files) == [("batch.py", 12, "IM001")]
+
+
+def test_an_object_handed_to_an_unresolved_wrapper_lives_as_long_as_its_result(tmp_path):
+    backend = """
+    import torch
+
+    class Kernel:
+        def __init__(self):
+            self.staging = {}
+
+        def get(self, n):
+            if n not in self.staging:
+                self.staging[n] = torch.zeros(n)
+            self.staging[n].zero_()
+            return self.staging[n]
+
+    class Backend:
+        def __init__(self):
+            self.kernel = Kernel()
+    """
+    registry = """
+    from pkg.backend import Backend
+
+    def build(wrapper_cls):
+        return wrapper_cls(Backend())
+
+    def step(wrapper_cls):
+        {use}
+
+    def serve(wrapper_cls):
+        for _ in range(4):
+            step(wrapper_cls)
+    """
+    files = {
+        "pkg/backend.py": backend,
+        "pkg/registry.py": registry.replace("{use}", "build(wrapper_cls).run()"),
+    }
+    # The wrapper made per call: what it was handed dies with it.
+    assert _findings(tmp_path, files) == []
+    # The wrapper kept: ``wrapper_cls`` may keep its argument, the backend lives on.
+    files["pkg/registry.py"] = registry.replace("{use}", "_ATTN.append(build(wrapper_cls))")
+    files["pkg/registry.py"] = files["pkg/registry.py"].replace(
+        "def build", "_ATTN = []\n\n    def build"
+    )
+    assert _findings(tmp_path, files) == [("backend.py", 10, "IM001")]
+
+
+def test_a_global_filled_while_a_long_lived_object_is_built_is_construction(tmp_path):
+    code = """
+    import torch
+
+    _WORKSPACE = None
+
+    class Backend:
+        def __init__(self, n):
+            global _WORKSPACE
+            if _WORKSPACE is None:
+                _WORKSPACE = torch.zeros(n)
+            _WORKSPACE.zero_()
+
+    class Server:
+        def __init__(self):
+            self.backend = Backend(4)
+    """
+    assert _findings(tmp_path, {"pkg/a.py": code}) == []
+    # Built for one call, the first step fills the global lazily.
+    per_call = (
+        code.replace("self.backend = Backend(4)", "pass")
+        + """
+        def step(self):
+            Backend(4)
+
+    def serve(server):
+        server.step()
+    """
+    )
+    assert _findings(tmp_path, {"pkg/a.py": per_call}) == [("a.py", 10, "IM001")]
+
+
+def test_a_helper_the_constructor_fills_eagerly_is_construction(tmp_path):
+    code = """
+    import torch
+
+    _BUF = None
+
+    def get_buffer():
+        global _BUF
+        if _BUF is None:
+            _BUF = torch.zeros(1024)
+        return _BUF
+
+    class Attention:
+        def __init__(self):
+            get_buffer()
+
+        def forward(self, x):
+            get_buffer().copy_(x)
+    """
+    # The constructor ran first on every instance whose forward asks for the buffer.
+    assert _findings(tmp_path, {"pkg/a.py": code}) == []
+    # Another class asks for it lazily: the buffer may be made on its first forward.
+    other = (
+        code
+        + """
+    class Other:
+        def forward(self, x):
+            get_buffer().copy_(x)
+    """
+    )
+    assert _findings(tmp_path, {"pkg/a.py": other}) == [("a.py", 9, "IM001")]
+    # A helper with parameters may be asked for something else (a bigger table) later.
+    sized = code.replace("get_buffer()", "get_buffer(x.numel())").replace(
+        "def get_buffer(x.numel())", "def get_buffer(n)"
+    )
+    sized = sized.replace("if _BUF is None:", "if _BUF is None or _BUF.numel() < n:")
+    sized = sized.replace(
+        "self):\n            get_buffer(x.numel())", "self):\n            get_buffer(1)"
+    )
+    assert _findings(tmp_path, {"pkg/a.py": sized}) == [("a.py", 9, "IM001")]
+
+
+def test_building_an_object_made_per_call_is_not_set_up(tmp_path):
+    code = """
+    import torch
+
+    class Manager:
+        mask = None
+
+        def query(self, current):
+            if Manager.mask is None:
+                Manager.mask = torch.zeros_like(current)
+            Manager.mask.copy_(current)
+
+    class StepOutput:
+        def __init__(self, manager, current):
+            self.fault = manager.query(current)
+
+    class Runner:
+        def step(self, manager, current):
+            StepOutput(manager, current)
+
+    def serve(runner, manager, current):
+        for _ in range(4):
+            runner.step(manager, current)
+    """
+    # ``manager.query`` runs when each step's output is built: on the first step.
+    assert _findings(tmp_path, {"pkg/a.py": code}) == [("a.py", 9, "IM001")]
+    # Built once for the runner, the same call is set-up.
+    once = code.replace("StepOutput(manager, current)", "return self.out")
+    once = once.replace(
+        "class Runner:",
+        "class Runner:\n        def __init__(self, m, c):\n            self.out = StepOutput(m, c)\n",
+    )
+    assert _findings(tmp_path, {"pkg/a.py": once}) == []
+
+
+def test_a_method_called_by_an_unresolved_name_only_from_constructors_is_construction(tmp_path):
+    code = """
+    import torch
+
+    class Box:
+        def tables(self, n):
+            if self._t is None:
+                self._t = torch.zeros(n)
+            self._t.zero_()
+            return self._t
+
+    class Chain:
+        def __init__(self, box, n):
+            self.t = box.tables(n)
+    """
+    assert _findings(tmp_path, {"pkg/a.py": code}) == []
+    lazy = (
+        code
+        + """
+    def step(box, n):
+        box.tables(n)
+    """
+    )
+    assert _findings(tmp_path, {"pkg/a.py": lazy}) == [("a.py", 7, "IM001")]
+
+
+def test_an_instance_kept_on_its_class_by_a_class_method_is_long_lived(tmp_path):
+    code = """
+    import torch
+
+    class SharedOutput:
+        _shared = None
+
+        def __init__(self, n):
+            self.n = n
+            self.buffers = {}
+
+        @classmethod
+        def create(cls, n):
+            if cls._shared is None:
+                cls._shared = cls(n)
+            return cls._shared
+
+        def get(self, rows):
+            if rows not in self.buffers:
+                self.buffers[rows] = torch.zeros(rows, self.n)
+            self.buffers[rows].zero_()
+            return self.buffers[rows]
+
+    def step(n):
+        SharedOutput.create(n).get(4)
+
+    def serve():
+        for n in range(4):
+            step(n)
+    """
+    # ``cls._shared`` is a class attribute: it lives for the process.
+    assert _findings(tmp_path, {"pkg/a.py": code}) == [("a.py", 19, "IM001")]
