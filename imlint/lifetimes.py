@@ -48,8 +48,8 @@ def _is_constructor(qual: str) -> bool:
 
 
 def construction_only(index: ProjectIndex, per_call: set[Target] | None = None) -> set[Target]:
-    """Functions that run only while a long-lived object is built, to a fixed point:
-    every caller is a constructor (of a class not in ``per_call``: building an object
+    """Functions that run only while a long-lived object is built: every caller (test
+    code left out) is a constructor (of a class not in ``per_call``: building an object
     made per step is not set-up) or such a function, or, for a function without
     parameters (it returns the same thing to every caller), a method of a class whose
     constructor calls it too (it ran when the instance was built: a get-or-create
@@ -66,6 +66,7 @@ def construction_only(index: ProjectIndex, per_call: set[Target] | None = None) 
     #: target -> (callers that are not constructors of long-lived objects, classes of the
     #: constructors that call it when it has no parameters, else None)
     waiting: dict[Target, tuple[list[Target], set[Target] | None]] = {}
+    callers_of: dict[Target, list[Target]] = {}
     for s in index.summaries:
         for d in s.defs.values():
             if d.kind != "function" or _is_constructor(d.qual):
@@ -74,6 +75,7 @@ def construction_only(index: ProjectIndex, per_call: set[Target] | None = None) 
             name = d.qual.rsplit(".", 1)[-1]
             callers = [c for c, _region in index.callers_of(target)]
             callers += [c for c, _text in index.unresolved_sites.get(name, ())]
+            callers = [c for c in callers if not is_test_module(c[0])]
             if not callers:
                 continue
             rest: list[Target] = []
@@ -86,21 +88,35 @@ def construction_only(index: ProjectIndex, per_call: set[Target] | None = None) 
                 else:
                     rest.append(c)
             waiting[target] = (rest, built)
-    found: set[Target] = set()
+            callers_of[target] = callers
+    # The greatest fixed point: functions that call each other (a backend's method that
+    # delegates to its sub-backends' method of the same name) stay construction when
+    # every way into them is.
+    found = set(waiting)
     changed = True
     while changed:
         changed = False
         for target, (rest, built) in waiting.items():
-            if target in found:
+            if target not in found:
                 continue
             if built is not None:
                 built = built | {
                     cls for c in rest if c in found and (cls := class_of(c)) is not None
                 }
-            if all(c in found or (built and class_of(c) in built) for c in rest):
-                found.add(target)
+            if not all(c in found or (built and class_of(c) in built) for c in rest):
+                found.discard(target)
                 changed = True
-    return found
+    # ... and some way in is a constructor: functions that only call each other, that
+    # nothing else is seen to call, are reached from somewhere the index does not see.
+    grounded = {t for t in found if len(waiting[t][0]) < len(callers_of[t])}
+    changed = True
+    while changed:
+        changed = False
+        for target in found - grounded:
+            if any(c in grounded for c in waiting[target][0]):
+                grounded.add(target)
+                changed = True
+    return grounded
 
 
 def _class_of(index: ProjectIndex, function: Target) -> Target | None:

@@ -313,3 +313,43 @@ def test_an_instance_kept_on_its_class_by_a_class_method_is_long_lived(tmp_path)
     """
     # ``cls._shared`` is a class attribute: it lives for the process.
     assert _findings(tmp_path, {"pkg/a.py": code}) == [("a.py", 19, "IM001")]
+
+
+def test_methods_that_delegate_by_name_are_construction_when_every_way_in_is(tmp_path):
+    code = """
+    import torch
+
+    class Backend:
+        def init_graph_state(self, n):
+            if self.indptr is None:
+                self.indptr = torch.zeros(n)
+            self.indptr.zero_()
+
+    class MultiStep:
+        def __init__(self, backends):
+            self.backends = backends
+
+        def init_graph_state(self, n):
+            for b in self.backends:
+                b.init_graph_state(n)
+
+    class GraphRunner:
+        def __init__(self, backend, n):
+            backend.init_graph_state(n)
+    """
+    # Every call by that name is in a constructor or in a method of that name.
+    assert _findings(tmp_path, {"pkg/a.py": code}) == []
+    # A test that calls it does not change that; a step that calls it does.
+    test = "from pkg.a import Backend\n\n\ndef test_it():\n    Backend().init_graph_state(4)\n"
+    assert _findings(tmp_path, {"pkg/a.py": code, "pkg/tests/test_a.py": test}) == []
+    step = (
+        code
+        + """
+    def step(backend):
+        backend.init_graph_state(4)
+    """
+    )
+    assert _findings(tmp_path, {"pkg/a.py": step}) == [("a.py", 7, "IM001")]
+    # Methods that only call each other are reached from somewhere unseen: not set-up.
+    unseen = code.replace("backend.init_graph_state(n)", "self.backend = backend")
+    assert _findings(tmp_path, {"pkg/a.py": unseen}) == [("a.py", 7, "IM001")]
