@@ -35,6 +35,7 @@ batch is per call too), so both are computed together, to the least fixed point 
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from imlint.kinds import CONSTRUCTORS
@@ -63,59 +64,75 @@ def construction_only(index: ProjectIndex, per_call: set[Target] | None = None) 
             classes[c] = _class_of(index, c)
         return classes[c]
 
+    def split(callers: list[Target]) -> tuple[list[Target], set[Target], int]:
+        """(callers that are not constructors of long-lived objects, classes of the
+        constructors among them, how many callers in all), test code left out."""
+        rest: list[Target] = []
+        built: set[Target] = set()
+        count = 0
+        for c in callers:
+            if is_test_module(c[0]):
+                continue
+            count += 1
+            cls = class_of(c)
+            if _is_constructor(c[1]) and cls not in skip:
+                if cls is not None:
+                    built.add(cls)
+            else:
+                rest.append(c)
+        return rest, built, count
+
+    by_name: dict[str, tuple[list[Target], set[Target], int]] = {}
     #: target -> (callers that are not constructors of long-lived objects, classes of the
     #: constructors that call it when it has no parameters, else None)
     waiting: dict[Target, tuple[list[Target], set[Target] | None]] = {}
-    callers_of: dict[Target, list[Target]] = {}
+    constructed: set[Target] = set()  # some caller is a constructor of a long-lived object
     for s in index.summaries:
         for d in s.defs.values():
             if d.kind != "function" or _is_constructor(d.qual):
                 continue
             target = (s.module, d.qual)
             name = d.qual.rsplit(".", 1)[-1]
-            callers = [c for c, _region in index.callers_of(target)]
-            callers += [c for c, _text in index.unresolved_sites.get(name, ())]
-            callers = [c for c in callers if not is_test_module(c[0])]
-            if not callers:
+            if name not in by_name:  # calls by name are shared by every function so named
+                by_name[name] = split([c for c, _text in index.unresolved_sites.get(name, ())])
+            rest, built, count = split([c for c, _region in index.callers_of(target)])
+            name_rest, name_built, name_count = by_name[name]
+            if not count + name_count:
                 continue
-            rest: list[Target] = []
-            built: set[Target] | None = None if d.params else set()
-            for c in callers:
-                cls = class_of(c)
-                if _is_constructor(c[1]) and cls not in skip:
-                    if cls is not None and built is not None:
-                        built.add(cls)
-                else:
-                    rest.append(c)
-            waiting[target] = (rest, built)
-            callers_of[target] = callers
+            if name_rest:
+                rest = rest + name_rest if rest else name_rest
+            built |= name_built
+            waiting[target] = (rest, None if d.params else built)
+            if built:
+                constructed.add(target)
     # The greatest fixed point: functions that call each other (a backend's method that
     # delegates to its sub-backends' method of the same name) stay construction when
     # every way into them is.
+    called_by: dict[Target, list[Target]] = {}  # caller -> targets it is a "rest" caller of
+    for target, (rest, _built) in waiting.items():
+        for c in rest:
+            called_by.setdefault(c, []).append(target)
     found = set(waiting)
-    changed = True
-    while changed:
-        changed = False
-        for target, (rest, built) in waiting.items():
-            if target not in found:
-                continue
-            if built is not None:
-                built = built | {
-                    cls for c in rest if c in found and (cls := class_of(c)) is not None
-                }
-            if not all(c in found or (built and class_of(c) in built) for c in rest):
-                found.discard(target)
-                changed = True
+    queue = list(waiting)
+    while queue:
+        target = queue.pop()
+        if target not in found:
+            continue
+        rest, eager = waiting[target]
+        if eager is not None:
+            eager = eager | {cls for c in rest if c in found and (cls := class_of(c)) is not None}
+        if not all(c in found or (eager and class_of(c) in eager) for c in rest):
+            found.discard(target)
+            queue.extend(called_by.get(target, ()))
     # ... and some way in is a constructor: functions that only call each other, that
     # nothing else is seen to call, are reached from somewhere the index does not see.
-    grounded = {t for t in found if len(waiting[t][0]) < len(callers_of[t])}
-    changed = True
-    while changed:
-        changed = False
-        for target in found - grounded:
-            if any(c in grounded for c in waiting[target][0]):
+    grounded = found & constructed
+    queue = list(grounded)
+    while queue:
+        for target in called_by.get(queue.pop(), ()):
+            if target in found and target not in grounded:
                 grounded.add(target)
-                changed = True
+                queue.append(target)
     return grounded
 
 
@@ -125,6 +142,7 @@ def _class_of(index: ProjectIndex, function: Target) -> Target | None:
     return (function[0], d.cls) if d is not None and d.cls else None
 
 
+@functools.cache
 def is_test_module(module: str) -> bool:
     """Test code (pytest's layout: a ``test``/``tests`` package, ``test_*.py``,
     ``*_test.py``, ``conftest.py``): it does not run in the served process, so what it
