@@ -66,21 +66,21 @@ def construction_only(index: ProjectIndex, per_call: set[Target] | None = None) 
 
     def split(callers: list[Target]) -> tuple[list[Target], set[Target], int]:
         """(callers that are not constructors of long-lived objects, classes of the
-        constructors among them, how many callers in all), test code left out."""
+        constructors among them, how many constructors), test code left out."""
         rest: list[Target] = []
         built: set[Target] = set()
-        count = 0
+        constructors = 0
         for c in callers:
             if is_test_module(c[0]):
                 continue
-            count += 1
             cls = class_of(c)
             if _is_constructor(c[1]) and cls not in skip:
+                constructors += 1
                 if cls is not None:
                     built.add(cls)
             else:
                 rest.append(c)
-        return rest, built, count
+        return rest, built, constructors
 
     by_name: dict[str, tuple[list[Target], set[Target], int]] = {}
     #: target -> (callers that are not constructors of long-lived objects, classes of the
@@ -95,15 +95,16 @@ def construction_only(index: ProjectIndex, per_call: set[Target] | None = None) 
             name = d.qual.rsplit(".", 1)[-1]
             if name not in by_name:  # calls by name are shared by every function so named
                 by_name[name] = split([c for c, _text in index.unresolved_sites.get(name, ())])
-            rest, built, count = split([c for c, _region in index.callers_of(target)])
-            name_rest, name_built, name_count = by_name[name]
-            if not count + name_count:
-                continue
+            rest, built, constructors = split([c for c, _region in index.callers_of(target)])
+            name_rest, name_built, name_constructors = by_name[name]
+            constructors += name_constructors
             if name_rest:
                 rest = rest + name_rest if rest else name_rest
+            if not rest and not constructors:
+                continue  # nothing (but tests) calls it
             built |= name_built
             waiting[target] = (rest, None if d.params else built)
-            if built:
+            if constructors:
                 constructed.add(target)
     # The greatest fixed point: functions that call each other (a backend's method that
     # delegates to its sub-backends' method of the same name) stay construction when
