@@ -158,8 +158,8 @@ def is_test_module(module: str) -> bool:
     )
 
 
-#: Rounds of the lifetime fixed point (each only turns per-call classes long; real
-#: trees settle in three or four).
+#: Rounds of the lifetime fixed point at most (each only turns per-call classes long;
+#: sglang and vllm settle in eight).
 _ROUNDS = 32
 
 
@@ -171,15 +171,14 @@ class Lifetimes:
         self.construction = construction
         self._returned: dict[Target, bool] = {}
         self._judging: set[tuple[str, str, str]] = set()
-        self._origins: (
-            tuple[
-                dict[tuple[Target, str], list[tuple[str, Target | None, str]]],
-                set[tuple[Target, str]],
-            ]
-            | None
-        ) = None
-        self._handed_on: dict[tuple[Target, str], list[tuple[Target, str]]] | None = None
-        self._is_test = {s.module: is_test_module(s.module) for s in index.summaries}
+        # What callers hand each parameter does not change between rounds.
+        self._origins, self._complete = self._param_origins()
+        #: (caller, its parameter) -> the parameters it is handed on to
+        self._handed_on: dict[tuple[Target, str], list[tuple[Target, str]]] = {}
+        for bound, handed in self._origins.items():
+            for kind, who, param in handed:
+                if kind == "param" and who is not None:
+                    self._handed_on.setdefault((who, param), []).append(bound)
         made = self._instantiations()
         self.per_call: set[Target] = set(made)
         self.params: set[tuple[Target, str]] = self.per_call_params()
@@ -191,11 +190,8 @@ class Lifetimes:
             if (self.per_call, self.params) == before:
                 break
 
-    def _test(self, target: Target) -> bool:
-        return self._is_test.get(target[0], False)
-
     def _production_callers(self, target: Target) -> list[Target]:
-        return [c for c, _region in self.index.callers_of(target) if not self._test(c)]
+        return [c for c, _region in self.index.callers_of(target) if not is_test_module(c[0])]
 
     def _long_context(self, s: FileSummary, d: DefSummary) -> bool:
         """Whether what ``d`` makes lives as long as the process may: module level,
@@ -212,7 +208,7 @@ class Lifetimes:
         called from outside, once for the whole process."""
         name = target[1].rsplit(".", 1)[-1]
         return not self._production_callers(target) and not any(
-            not self._test(c) for c, _text in self.index.unresolved_sites.get(name, ())
+            not is_test_module(c[0]) for c, _text in self.index.unresolved_sites.get(name, ())
         )
 
     def _is_per_call_class(self, cls: Target) -> bool:
@@ -296,7 +292,9 @@ class Lifetimes:
             (c, None) for c in self._production_callers(target)
         ]
         sites += [
-            (c, text) for c, text in index.unresolved_sites.get(name, ()) if not self._test(c)
+            (c, text)
+            for c, text in index.unresolved_sites.get(name, ())
+            if not is_test_module(c[0])
         ]
         for caller, text in sites:
             if result:
@@ -321,15 +319,7 @@ class Lifetimes:
         caller that is itself per-call, at every resolved call site. What a function
         stores on such a parameter (``batch.cache = ...``) dies with the call. A caller
         that hands anything else, or that the index does not see, keeps it unjudged."""
-        if self._origins is None:
-            self._origins = self._param_origins()
-        origins, complete = self._origins
-        if self._handed_on is None:  # (caller, its parameter) -> parameters it is handed to
-            self._handed_on = {}
-            for bound, handed in origins.items():
-                for kind, who, param in handed:
-                    if kind == "param" and who is not None:
-                        self._handed_on.setdefault((who, param), []).append(bound)
+        origins, complete = self._origins, self._complete
         # Not per call: a parameter some caller hands something else, and, through the
         # calls that hand it on, every parameter it reaches.
         unjudged = [
@@ -418,7 +408,7 @@ class Lifetimes:
         """Where production code makes an instance of each class (test code left out)."""
         made: dict[Target, list[tuple[FileSummary, DefSummary, str]]] = {}
         for s in self.index.summaries:
-            if self._is_test[s.module]:
+            if is_test_module(s.module):
                 continue
             for d in s.defs.values():
                 for text, _region in d.calls:

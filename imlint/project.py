@@ -544,6 +544,8 @@ class _Summarizer(_FastVisitor):
     def _kept_into(root: str | None, scope: _Scope) -> str:
         """What a value stored under ``root`` is kept on (see ``_Scope.kept``)."""
         if root is not None and root not in scope.globals:
+            if root in scope.assigned:
+                return f"local:{root}"
             if root == scope.self_name and scope.summary.cls:
                 return "other" if scope.class_bound else "self"
             if root in scope.params:
@@ -556,10 +558,7 @@ class _Summarizer(_FastVisitor):
         (``lifetimes.py``: a constructor that keeps its parameter owns the object)."""
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in KEEPING_METHODS:
-            root = _root_name(func.value)
-            into = self._kept_into(root, scope)
-            if root is not None and root in scope.assigned and root not in scope.globals:
-                into = f"local:{root}"
+            into = self._kept_into(_root_name(func.value), scope)
             scope.kept.extend((a, into) for a in node.args)
             scope.kept.extend((kw.value, into) for kw in node.keywords)
             return
@@ -719,10 +718,8 @@ class _Summarizer(_FastVisitor):
             if isinstance(target, ast.Subscript) and root in scope.params:
                 if not _string_key(target):
                     scope.pwrites.add((root, "torch"))
-            if root is not None and (root not in scope.assigned or root in scope.globals):
+            if root is not None:
                 scope.kept.append((value, self._kept_into(root, scope)))
-            elif root is not None:
-                scope.kept.append((value, f"local:{root}"))
             if (
                 isinstance(target, ast.Attribute)
                 and root is not None
@@ -1192,7 +1189,6 @@ class ProjectIndex:
         self._alloc: dict[Target, tuple[str, bool]] = {}
         self._helpers: dict[Target, tuple[int, str, str]] = {}
         self.callers: dict[Target, list[tuple[Target, str]]] = {}
-        self.unresolved: dict[str, int] = {}
         #: name -> (caller, call text) of the calls by that name the index cannot resolve
         self.unresolved_sites: dict[str, list[tuple[Target, str]]] = {}
         self.unresolved_total = 0
@@ -1261,6 +1257,10 @@ class ProjectIndex:
 
     def kind_of(self, target: Target) -> str:
         return self._kind(target)
+
+    def unresolved_count(self, qual: str) -> int:
+        """How many calls the index cannot resolve are by the last name of ``qual``."""
+        return len(self.unresolved_sites.get(qual.rsplit(".", 1)[-1], ()))
 
     def callers_of(self, target: Target) -> list[tuple[Target, str]]:
         """The calls that may reach ``target``: its own callers and, for a method that
@@ -1461,7 +1461,6 @@ class ProjectIndex:
                         if not self._is_external(s, text):
                             name = text.rsplit(".", 1)[-1].lstrip("?")
                             if name:
-                                self.unresolved[name] = self.unresolved.get(name, 0) + 1
                                 self.unresolved_sites.setdefault(name, []).append((caller, text))
                                 self.unresolved_total += 1
                         continue
@@ -1741,7 +1740,7 @@ class ProjectIndex:
         found: Target | None = None
         while queue and found is None and len(parent) < limit:
             node = queue.popleft()
-            unresolved += self.unresolved.get(node[1].rsplit(".", 1)[-1], 0)
+            unresolved += self.unresolved_count(node[1])
             for caller, region in self.callers.get(node, ()):
                 if region == "guarded" or caller in parent:
                     continue
@@ -1764,7 +1763,7 @@ class ProjectIndex:
         """Why every call path to ``target`` passes through ``inference_mode(False)``,
         or None. Calls the index cannot resolve to the function's name count against."""
         name = target[1].rsplit(".", 1)[-1]
-        if self.unresolved.get(name, 0):
+        if self.unresolved_sites.get(name):
             return None
         guards: list[str] = []
         seen: set[Target] = {target}
@@ -1779,10 +1778,7 @@ class ProjectIndex:
                     path = self.modules[caller[0]].path
                     guards.append(f"`{caller[1]}` ({path})")
                     continue
-                if (
-                    self.unresolved.get(caller[1].rsplit(".", 1)[-1], 0)
-                    or caller[1] == MODULE_SCOPE
-                ):
+                if self.unresolved_count(caller[1]) or caller[1] == MODULE_SCOPE:
                     return None
                 if caller not in seen:
                     seen.add(caller)
