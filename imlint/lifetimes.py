@@ -36,7 +36,7 @@ batch is per call too), so both are computed together, to the least fixed point 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
 
 from imlint.kinds import CONSTRUCTORS
 
@@ -56,15 +56,28 @@ def construction_only(index: ProjectIndex, per_call: set[Target] | None = None) 
     constructor calls it too (it ran when the instance was built: a get-or-create
     helper that the constructor fills eagerly). Calls by the function's name that the
     index cannot resolve are callers too."""
-    skip = per_call or set()
-    classes: dict[Target, Target | None] = {}
+    return _Construction(index, per_call or set()).solve()
 
-    def class_of(c: Target) -> Target | None:
-        if c not in classes:
-            classes[c] = _class_of(index, c)
-        return classes[c]
 
-    def split(callers: list[Target]) -> tuple[list[Target], set[Target], int]:
+#: target -> (callers that are not constructors of long-lived objects, classes of the
+#: constructors that call it when it has no parameters, else None)
+_Waiting: TypeAlias = "dict[Target, tuple[list[Target], set[Target] | None]]"
+
+
+class _Construction:
+    """The call graph as construction sees it (see ``construction_only``)."""
+
+    def __init__(self, index: ProjectIndex, per_call: set[Target]) -> None:
+        self.index = index
+        self.per_call = per_call
+        self.classes: dict[Target, Target | None] = {}
+
+    def class_of(self, c: Target) -> Target | None:
+        if c not in self.classes:
+            self.classes[c] = _class_of(self.index, c)
+        return self.classes[c]
+
+    def split(self, callers: list[Target]) -> tuple[list[Target], set[Target], int]:
         """(callers that are not constructors of long-lived objects, classes of the
         constructors among them, how many constructors), test code left out."""
         rest: list[Target] = []
@@ -73,8 +86,8 @@ def construction_only(index: ProjectIndex, per_call: set[Target] | None = None) 
         for c in callers:
             if is_test_module(c[0]):
                 continue
-            cls = class_of(c)
-            if _is_constructor(c[1]) and cls not in skip:
+            cls = self.class_of(c)
+            if _is_constructor(c[1]) and cls not in self.per_call:
                 constructors += 1
                 if cls is not None:
                     built.add(cls)
@@ -82,59 +95,65 @@ def construction_only(index: ProjectIndex, per_call: set[Target] | None = None) 
                 rest.append(c)
         return rest, built, constructors
 
-    by_name: dict[str, tuple[list[Target], set[Target], int]] = {}
-    #: target -> (callers that are not constructors of long-lived objects, classes of the
-    #: constructors that call it when it has no parameters, else None)
-    waiting: dict[Target, tuple[list[Target], set[Target] | None]] = {}
-    constructed: set[Target] = set()  # some caller is a constructor of a long-lived object
-    for s in index.summaries:
-        for d in s.defs.values():
-            if d.kind != "function" or _is_constructor(d.qual):
+    def waiting(self) -> tuple[_Waiting, set[Target]]:
+        """Every function something calls, with its callers split, and those that some
+        constructor of a long-lived object calls."""
+        index = self.index
+        by_name: dict[str, tuple[list[Target], set[Target], int]] = {}
+        waiting: _Waiting = {}
+        constructed: set[Target] = set()
+        for s in index.summaries:
+            for d in s.defs.values():
+                if d.kind != "function" or _is_constructor(d.qual):
+                    continue
+                target = (s.module, d.qual)
+                name = d.qual.rsplit(".", 1)[-1]
+                if name not in by_name:  # calls by name are shared by every function so named
+                    sites = index.unresolved_sites.get(name, ())
+                    by_name[name] = self.split([c for c, _text in sites])
+                rest, built, constructors = self.split([c for c, _r in index.callers_of(target)])
+                name_rest, name_built, name_constructors = by_name[name]
+                constructors += name_constructors
+                if name_rest:
+                    rest = rest + name_rest if rest else name_rest
+                if not rest and not constructors:
+                    continue  # nothing (but tests) calls it
+                waiting[target] = (rest, None if d.params else built | name_built)
+                if constructors:
+                    constructed.add(target)
+        return waiting, constructed
+
+    def solve(self) -> set[Target]:
+        """The greatest fixed point (functions that call each other, a backend's method
+        that delegates to its sub-backends' method of the same name, stay construction
+        when every way into them is), grounded in a constructor (functions that only
+        call each other are reached from somewhere the index does not see)."""
+        waiting, constructed = self.waiting()
+        class_of = self.class_of
+        called_by: dict[Target, list[Target]] = {}  # caller -> targets it is a "rest" caller of
+        for target, (rest, _built) in waiting.items():
+            for c in rest:
+                called_by.setdefault(c, []).append(target)
+        found = set(waiting)
+        queue = list(waiting)
+        while queue:
+            target = queue.pop()
+            if target not in found:
                 continue
-            target = (s.module, d.qual)
-            name = d.qual.rsplit(".", 1)[-1]
-            if name not in by_name:  # calls by name are shared by every function so named
-                by_name[name] = split([c for c, _text in index.unresolved_sites.get(name, ())])
-            rest, built, constructors = split([c for c, _region in index.callers_of(target)])
-            name_rest, name_built, name_constructors = by_name[name]
-            constructors += name_constructors
-            if name_rest:
-                rest = rest + name_rest if rest else name_rest
-            if not rest and not constructors:
-                continue  # nothing (but tests) calls it
-            built |= name_built
-            waiting[target] = (rest, None if d.params else built)
-            if constructors:
-                constructed.add(target)
-    # The greatest fixed point: functions that call each other (a backend's method that
-    # delegates to its sub-backends' method of the same name) stay construction when
-    # every way into them is.
-    called_by: dict[Target, list[Target]] = {}  # caller -> targets it is a "rest" caller of
-    for target, (rest, _built) in waiting.items():
-        for c in rest:
-            called_by.setdefault(c, []).append(target)
-    found = set(waiting)
-    queue = list(waiting)
-    while queue:
-        target = queue.pop()
-        if target not in found:
-            continue
-        rest, eager = waiting[target]
-        if eager is not None:
-            eager = eager | {cls for c in rest if c in found and (cls := class_of(c)) is not None}
-        if not all(c in found or (eager and class_of(c) in eager) for c in rest):
-            found.discard(target)
-            queue.extend(called_by.get(target, ()))
-    # ... and some way in is a constructor: functions that only call each other, that
-    # nothing else is seen to call, are reached from somewhere the index does not see.
-    grounded = found & constructed
-    queue = list(grounded)
-    while queue:
-        for target in called_by.get(queue.pop(), ()):
-            if target in found and target not in grounded:
-                grounded.add(target)
-                queue.append(target)
-    return grounded
+            rest, eager = waiting[target]
+            if eager is not None:
+                eager = eager | {cls for c in rest if c in found and (cls := class_of(c))}
+            if not all(c in found or (eager and class_of(c) in eager) for c in rest):
+                found.discard(target)
+                queue.extend(called_by.get(target, ()))
+        grounded = found & constructed
+        queue = list(grounded)
+        while queue:
+            for target in called_by.get(queue.pop(), ()):
+                if target in found and target not in grounded:
+                    grounded.add(target)
+                    queue.append(target)
+        return grounded
 
 
 def _class_of(index: ProjectIndex, function: Target) -> Target | None:
