@@ -48,6 +48,7 @@ class SiteFinder:
         object_result: bool,
         report_node: cst.CSTNode | None = None,
         helper: bool = False,
+        made_content: str = "unknown",
     ) -> AllocationSite:
         f = self.func
         assert f is not None
@@ -70,6 +71,7 @@ class SiteFinder:
             object_result=object_result,
             report_node=report_node,
             helper=helper,
+            made_content=made_content,
         )
         f.allocations.append(site)
         self.allocations.append(site)
@@ -86,31 +88,34 @@ class SiteFinder:
             return f"{f.cls.name}|self.{rest}" if f.cls is not None and rest else None
         return text
 
-    def _allocator(self, node: cst.Call) -> tuple[str, str | None, bool] | None:
-        """(allocator, chain, returns an object) for a call that allocates, else None.
+    def _allocator(self, node: cst.Call) -> tuple[str, str | None, bool, str] | None:
+        """(allocator, chain, returns an object, what the returned tensor holds) for a
+        call that allocates, else None.
 
         The chain is None for torch's own factories; IM003 reads the others: configured
-        allocators and the project's allocating callables.
+        allocators and the project's allocating callables (what their tensor holds comes
+        from the project index, ``unknown`` for a configured allocator).
         """
         if zero_elements(node):
             return None  # ``torch.empty(0)``: a placeholder, not a buffer
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_NEW_METHODS:
-            return f".{func.attr.value}", None, False
+            return f".{func.attr.value}", None, False, ""
         q = self.imports.qualify(func)
         if q is None:
             return None
         head, _, rest = q.partition(".")
         if head == "torch" and rest in TORCH_ALLOCATORS:
-            return q, None, False
+            return q, None, False, ""
         if self.options.extra_allocators and name_matches(q, self.options.extra_allocators):
             last = q.rsplit(".", 1)[-1]
-            return q, f"`{q}` is a configured allocator (extra-allocators)", last[:1].isupper()
+            chain = f"`{q}` is a configured allocator (extra-allocators)"
+            return q, chain, last[:1].isupper(), "unknown"
         if self.facts.allocators:
             key = self.call_key(func)
             known = self.facts.allocators.get(key) if key is not None else None
             if known is not None:
-                return q, known[0], known[1]
+                return q, *known
         return None
 
     def _helper_site(self, node: cst.Call, f: FunctionModel) -> None:

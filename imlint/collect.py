@@ -518,8 +518,8 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
             return
         found = self._allocator(node)
         if found is not None:
-            allocator, chain, object_result = found
-            site = self._add_site(node, allocator, chain, object_result)
+            allocator, chain, object_result, made_content = found
+            site = self._add_site(node, allocator, chain, object_result, made_content=made_content)
             if object_result and self.facts.object_writes:
                 key = self.call_key(node.func)
                 site.object_writes = self.facts.object_writes.get(key) if key else None

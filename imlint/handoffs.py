@@ -1,10 +1,12 @@
 """What a call writes of the tensors handed to it, as the collecting walk records it.
 
-A torch in-place method or ``out=`` to a torch op is a torch write; a Triton launch,
-``out=`` to a non-torch callable, a raw pointer (``x.data_ptr()``) or a tensor handed to
-code from outside the project is a kernel write; project code writes what the project
-index says it writes of its arguments (``FileFacts.param_writes``). A module function
-handed by name to outside code hands it what the function returns (a callback).
+A torch in-place method or ``out=`` to a torch op is a torch write (its other arguments
+are its inputs); ``out=`` to a non-torch callable or a raw pointer (``x.data_ptr()``) is a
+kernel write; a tensor handed to code imlint cannot read (a launch of a kernel from
+elsewhere, an op from outside the project) is handed, and may be written or only read;
+project code writes what the project index says it writes of its arguments
+(``FileFacts.param_writes``). A module function handed by name to outside code hands it
+what the function returns (a callback).
 """
 
 from __future__ import annotations
@@ -17,7 +19,14 @@ from imlint.kinds import DERIVED_METHODS, is_inplace_name
 from imlint.names import ImportMap, dotted_name, expr_text
 from imlint.positions import Positions
 from imlint.project import FileFacts
-from imlint.semantic import KERNEL_WRITE, TORCH_WRITE, Frames, FunctionModel, InplaceWrite
+from imlint.semantic import (
+    HANDED_WRITE,
+    KERNEL_WRITE,
+    TORCH_WRITE,
+    Frames,
+    FunctionModel,
+    InplaceWrite,
+)
 
 
 class CallWrites:
@@ -71,6 +80,8 @@ class CallWrites:
                 receiver = func.value
                 text = f"{expr_text(receiver, f.self_name)}.{method}()"
                 self._write(receiver, text, at=node)
+                if not torch_op:
+                    return  # ``z.sub_(mean)``: the other arguments are inputs
             if torch_op:
                 if is_inplace_name(method) and node.args and node.args[0].keyword is None:
                     first = node.args[0].value  # ``torch.index_put_(x, ...)``
@@ -81,7 +92,7 @@ class CallWrites:
         written = self._handed_writes(callee, launch, q, f)
         if not written:
             return
-        if written.get("*") == KERNEL_WRITE:
+        if written.get("*") == HANDED_WRITE:
             self._callbacks(node, f)
         for i, arg in enumerate(a for a in node.args if a.keyword is None and a.star == ""):
             how = written.get(str(i), written.get("*"))
@@ -121,7 +132,7 @@ class CallWrites:
                     value.value,
                     InplaceWrite(
                         value, text, self._snapshot(), self._next(), node, f, self.positions,
-                        KERNEL_WRITE,
+                        HANDED_WRITE,
                     ),
                 )  # fmt: skip
 
@@ -131,7 +142,7 @@ class CallWrites:
         """What a call writes of the tensors handed to it: parameter position or name ->
         write kind (``*``: any). Project code says so in the facts; a Triton launch or a
         callable imported from outside the project (``torch.ops`` included) may write any
-        of them, from a kernel; anything else is taken to read them."""
+        of them, from a kernel, or only read them (``handed``); anything else is taken to read them."""
         key = self.call_key(callee)
         if key is not None:
             known = self.facts.param_writes.get(key)
@@ -145,7 +156,7 @@ class CallWrites:
             or local in external
             or f"{f.qualname}|{local}" in external
         ):
-            return {"*": KERNEL_WRITE}
+            return {"*": HANDED_WRITE}
         return {}  # project code the index cannot see into, a builtin: taken to read
 
 

@@ -40,12 +40,13 @@ from imlint.vocabulary import (
     TENSOR_NEW_METHODS,
     TORCH_ALLOCATORS,
     TORCH_FACTORIES,
+    content_of,
     name_matches,
 )
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 10
+SUMMARY_VERSION = 11
 
 #: Calls whose result holds their first argument (a tensor kept by a module).
 _WRAPPERS = frozenset(
@@ -576,19 +577,21 @@ class _Summarizer(_FastVisitor):
         on ``self``, or got back from a call: writes them in place, stores to them from a
         Triton kernel, or hands them on (see ``imlint/writes.py``)."""
         func = node.func
-        if isinstance(func, ast.Attribute) and not launch and is_inplace_name(func.attr):
-            self._wrote(func.value, "torch", scope)
-        if not node.args and not node.keywords:
-            return
         q = self.qualify(text)
         torch_op = q.startswith("torch.") and not q.startswith("torch.ops.")
+        if isinstance(func, ast.Attribute) and not launch and is_inplace_name(func.attr):
+            self._wrote(func.value, "torch", scope)
+            if not torch_op:
+                return  # ``z.sub_(mean)``: the other arguments are inputs
+        if not node.args and not node.keywords:
+            return
         for kw in node.keywords:
             if kw.arg == "out":
                 outside = not torch_op and not isinstance(func, ast.Attribute)
                 self._wrote(kw.value, "kernel" if outside else "torch", scope)
         if scope.kernel and q.startswith("triton.language.") and node.args:
             if q.rsplit(".", 1)[-1] in _TRITON_STORES:
-                for name in self._names_from(node.args[0], scope):
+                for name in _pointer_bases(node.args[0], scope.assigned):
                     if name in scope.params:
                         scope.pwrites.add((name, "kernel"))
             return
@@ -626,7 +629,8 @@ class _Summarizer(_FastVisitor):
         """(call text, key): results of calls a handle names, directly (``get(n)[:m]``)
         or through locals, an enclosing function's included (``buf = get(n)``, then
         ``buf[:m]``, ``x = bufs["out"]``); key is the constant key the result is read at
-        (``get_bufs(n)["out"]``), "" for the whole result. Computed values name none."""
+        (``get_bufs(n)["out"]``; ``#1`` for the item at 1, ``a, b = get_bufs(n)``), "" for
+        the whole result. Computed values name none."""
         out: set[tuple[str, str]] = set()
         pending: list[tuple[ast.expr, str, frozenset[str]]] = [(expr, "", frozenset())]
         while pending:
@@ -636,6 +640,8 @@ class _Summarizer(_FastVisitor):
                     k = e.slice
                     if isinstance(k, ast.Constant) and isinstance(k.value, str):
                         key = k.value  # the entry of a returned mapping
+                    elif isinstance(k, ast.Constant) and type(k.value) is int:
+                        key = f"#{k.value}"  # the item of a returned tuple
                     e = e.value
                 elif isinstance(e, (ast.Attribute, ast.Starred)):
                     e = e.value
@@ -705,10 +711,15 @@ class _Summarizer(_FastVisitor):
             else:
                 values = [None] * len(target.elts)
                 if isinstance(value, ast.Call):
-                    # ``a, b = get_buffers(n)``: each name holds part of the result
-                    for el in target.elts:
+                    # ``a, b = get_buffers(n)``: each name holds part of the result, the
+                    # item at its position when no starred name shifts them
+                    starred = any(isinstance(el, ast.Starred) for el in target.elts)
+                    for i, el in enumerate(target.elts):
                         if isinstance(el, ast.Name):
-                            self.scopes[-1].unpacked.setdefault(el.id, []).append(value)
+                            part: ast.expr = value
+                            if not starred:
+                                part = ast.Subscript(value, ast.Constant(i), ast.Load())
+                            self.scopes[-1].unpacked.setdefault(el.id, []).append(part)
             for t, v in zip(target.elts, values, strict=False):
                 self._assign(t, v, line)
         elif isinstance(target, ast.Starred):
@@ -769,8 +780,9 @@ class _Summarizer(_FastVisitor):
     # ---- what a scope allocates
 
     def refs(self, expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) -> set[str]:
-        """What the value of ``expr`` may come from: ``!torch.empty`` (an allocation),
-        ``#param`` (a call of a parameter) or a call text to resolve later."""
+        """What the value of ``expr`` may come from: ``!torch.empty`` (an allocation;
+        ``!torch.empty.copy_`` when filled in place as it is made), ``#param`` (a call of
+        a parameter) or a call text to resolve later."""
         out: set[str] = set()
         stack = [expr]
         while stack:
@@ -791,7 +803,12 @@ class _Summarizer(_FastVisitor):
                 if isinstance(func, ast.Name) or (text is not None and "." in text):
                     out.add(self.call_text(func))
                 if isinstance(func, ast.Attribute) and func.attr not in NON_TENSOR_METHODS:
-                    stack.append(func.value)  # ``torch.empty(n).fill_(x)``
+                    filled = isinstance(func.value, ast.Call) and is_inplace_name(func.attr)
+                    made = self.is_allocator(func.value) if filled else None  # type: ignore[arg-type]
+                    if made is not None:
+                        out.add(f"!{made}.{func.attr}")  # ``torch.empty(n).copy_(x)``: filled
+                        continue
+                    stack.append(func.value)  # ``torch.empty(n).view(-1)``
             elif isinstance(e, ast.Name):
                 if e.id in seen or e.id in scope.globals:
                     continue
@@ -811,18 +828,6 @@ class _Summarizer(_FastVisitor):
                 stack.append(e.operand)
             elif isinstance(e, (ast.Subscript, ast.Starred, ast.NamedExpr)):
                 stack.append(e.value)
-        return out
-
-    def _names_from(self, expr: ast.expr, scope: _Scope) -> set[str]:
-        """The names an expression is computed from, through local assignments
-        (``ptrs = out_ptr + offs; tl.store(ptrs, x)`` reads ``out_ptr``)."""
-        out: set[str] = set()
-        stack = [expr]
-        while stack:
-            for n in ast.walk(stack.pop()):
-                if isinstance(n, ast.Name) and n.id not in out:
-                    out.add(n.id)
-                    stack.extend(scope.assigned.get(n.id, ()))
         return out
 
     def _made(self, expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) -> set[str]:
@@ -926,6 +931,41 @@ def _zero_elements(node: ast.Call) -> bool:
 
 
 #: ``triton.language`` calls that write through the pointer they are given first.
+def _pointer_bases(expr: ast.expr, assigned: dict[str, list[ast.expr]]) -> set[str]:
+    """The names a Triton pointer expression may point into, through local assignments
+    (``ptrs = out_ptr + offs[:, None] * stride; tl.store(ptrs, x)``: ``out_ptr``). A
+    pointer is a base plus offsets: only the terms of ``+``/``-`` can be the base, never
+    a product or what a call computes (``tl.load(starts_ptr + i)`` is an offset, not a
+    pointer into ``starts_ptr``), except the calls that carry a pointer on
+    (``p.to(...)``, ``tl.make_block_ptr(base, ...)``, ``tl.advance(p, ...)``)."""
+    out: set[str] = set()
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ast.Name):
+            if e.id not in out:
+                out.add(e.id)
+                stack.extend(assigned.get(e.id, ()))
+        elif isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
+            stack.extend((e.left, e.right))
+        elif isinstance(e, ast.Subscript):
+            stack.append(e.value)
+        elif isinstance(e, ast.IfExp):
+            stack.extend((e.body, e.orelse))
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+            if e.func.attr in _POINTER_CARRIERS and e.args:
+                stack.append(e.args[0])
+            elif e.func.attr in _POINTER_CARRIERS:
+                stack.extend(kw.value for kw in e.keywords if kw.arg == "base")
+            elif e.func.attr in ("to", "cast"):
+                stack.append(e.func.value)  # ``p.to(...)``; ``tl.cast(p, ...)``: its argument
+                stack.extend(e.args[:1])
+    return out
+
+
+#: Triton calls whose first argument (``base=``) is the pointer they carry on.
+_POINTER_CARRIERS = frozenset({"make_block_ptr", "advance", "make_tensor_descriptor"})
+
 _TRITON_STORES = frozenset(
     {"store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas",
      "atomic_and", "atomic_or", "atomic_xor"}
@@ -1070,8 +1110,9 @@ class FileFacts:
     ``Class|self.method`` for calls on ``self`` inside ``Class``.
     """
 
-    #: call text -> (the chain that allocates, whether the result is an object)
-    allocators: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    #: call text -> (the chain that allocates, whether the result is an object, what a
+    #: returned tensor holds when made: ``vocabulary.content_of``, or ``unknown``)
+    allocators: dict[str, tuple[str, bool, str]] = field(default_factory=dict)
     #: call text -> (factory position, factory parameter, helper, where it stores)
     helpers: dict[str, tuple[int, str, str, str]] = field(default_factory=dict)
     #: function qualname -> why every caller guards it
@@ -1186,7 +1227,7 @@ class ProjectIndex:
             if owner is not None and tail not in self.modules:
                 self.modules[tail] = owner
         self.summaries = list({id(s): s for s in self.modules.values()}.values())
-        self._alloc: dict[Target, tuple[str, bool]] = {}
+        self._alloc: dict[Target, tuple[str, bool, str]] = {}
         self._helpers: dict[Target, tuple[int, str, str]] = {}
         self.callers: dict[Target, list[tuple[Target, str]]] = {}
         #: name -> (caller, call text) of the calls by that name the index cannot resolve
@@ -1501,13 +1542,13 @@ class ProjectIndex:
                 if d.cls and method in _CONSTRUCTORS:
                     cls_target = (s.module, d.cls)
                     if cls_target not in self._alloc:
-                        self._alloc[cls_target] = (chain, True)
-                    self._alloc[target] = (chain, True)
+                        self._alloc[cls_target] = (chain, True, "unknown")
+                    self._alloc[target] = (chain, True, "unknown")
                     changed = True
                 elif any(how == "returns" for how, *_ in d.allocs):
                     returns = self._alloc_step(s, d, only="returns")
                     if returns is not None:
-                        self._alloc[target] = returns
+                        self._alloc[target] = (*returns, self._returned_content(s, d))
                         changed = True
             # Classes whose base class allocates (an inherited or super() constructor).
             for s in self.summaries:
@@ -1519,9 +1560,29 @@ class ProjectIndex:
                         b = self._resolve_in(s, None, base)
                         if b is not None and b in self._alloc and self._kind(b) == "class":
                             chain = f"{d.qual} extends {b[1]}: {self._alloc[b][0]}"
-                            self._alloc[target] = (chain, True)
+                            self._alloc[target] = (chain, True, "unknown")
                             changed = True
                             break
+
+    def _returned_content(self, s: FileSummary, d: DefSummary) -> str:
+        """What a tensor ``d`` returns holds when made (``vocabulary.content_of``), when
+        every allocation it may return agrees; else ``unknown``."""
+        kinds: set[str] = set()
+        for how, _what, ref in d.allocs:
+            if how != "returns":
+                continue
+            if ref.startswith("!"):
+                name = ref[1:]
+                kind = content_of(name) if name.startswith((".", "torch.")) else "unknown"
+                # The helper may fill blank storage before it returns it (``cos[:, a:b] =
+                # x``): the summary does not follow writes to locals, so it is unknown.
+                kinds.add("unknown" if kind == "blank" else kind)
+                continue
+            target = self.resolve(s, d, ref)
+            found = self._alloc.get(target) if target is not None else None
+            if found is not None:  # another allocating callable's result, or an object
+                kinds.add("unknown" if found[1] else found[2])
+        return kinds.pop() if len(kinds) == 1 else "unknown"
 
     def _alloc_chain(self, s: FileSummary, d: DefSummary, only: str | None = None) -> str | None:
         """The shortest chain by which calling ``d`` allocates, or None."""
@@ -1549,7 +1610,7 @@ class ProjectIndex:
                 target = self.resolve(s, d, ref)
                 if target is None or target not in self._alloc:
                     continue
-                inner, is_object = self._alloc[target]
+                inner, is_object, _content = self._alloc[target]
                 kind = self._kind(target)
                 call = f"{target[1]}(...)" if kind == "class" else f"{target[1]}()"
                 if how == "keeps":
@@ -1590,7 +1651,7 @@ class ProjectIndex:
         s = self.files.get(path)
         if s is None or s.error is not None:
             return NO_FACTS
-        allocators: dict[str, tuple[str, bool]] = {}
+        allocators: dict[str, tuple[str, bool, str]] = {}
         helpers: dict[str, tuple[int, str, str, str]] = {}
         writes: dict[str, tuple[tuple[str, str], ...]] = {}
         object_writes: dict[str, tuple[str, str]] = {}

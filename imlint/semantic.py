@@ -15,10 +15,17 @@ from imlint.kinds import CONSTRUCTORS
 from imlint.names import ImportMap
 from imlint.options import AnalysisOptions
 from imlint.positions import Positions
+from imlint.vocabulary import content_of
 
 #: Write kinds (see :class:`InplaceWrite`).
 TORCH_WRITE = "torch"
 KERNEL_WRITE = "kernel"
+HANDED_WRITE = "handed"
+
+#: Tiers of a kept tensor, by the strongest writer that can reach it (the seed's table):
+#: a torch in-place write crashes (IM001), a kernel write stays latent (IM002), a tensor
+#: nothing writes only fails under autograd (IM005).
+TORCH_TIER, KERNEL_TIER, READ_ONLY_TIER = "torch-write", "kernel-write", "read-only"
 
 
 class Mode(enum.Enum):
@@ -74,9 +81,11 @@ class InplaceWrite:
 
     ``kind`` is ``torch`` for a torch-level in-place write (``x.zero_()``, ``x[i] = v``,
     ``x += v``, ``out=x`` to a torch op): outside inference mode it raises on an inference
-    tensor. ``kernel`` is a write the dispatcher never sees (a Triton launch, ``out=x``
-    to a non-torch callable, a tensor handed to an external op that may write it): the
-    hazard stays latent.
+    tensor. ``kernel`` is a write the dispatcher never sees, as code shows it (a Triton
+    kernel of the project that stores through the pointer, ``out=x`` to a non-torch
+    callable, a raw pointer handed out): the hazard stays latent. ``handed`` is a tensor
+    handed to code imlint cannot read (an op from another library, a kernel compiled at
+    run time): it may write it, from a kernel, or only read it; ``tier`` decides.
     """
 
     handle: cst.BaseExpression
@@ -130,6 +139,10 @@ class AllocationSite:
     helper: bool = False  # ``call`` hands a factory to a get-or-create helper
     #: IM003: (write kind, how) when the object's own methods write its tensors
     object_writes: tuple[str, str] | None = None
+    #: A write fills the tensor right after the allocation (not counted in ``writes``).
+    filled: bool = False
+    #: IM003: what the tensor the call returns holds when made (``content``).
+    made_content: str = "unknown"
 
     @property
     def range(self) -> CodeRange:
@@ -149,7 +162,37 @@ class AllocationSite:
 
     @property
     def kernel_writes(self) -> list[InplaceWrite]:
-        return [w for w in self.writes if w.kind == KERNEL_WRITE]
+        """Kernel writes, with tensors handed to unreadable code when the tier is a
+        kernel write (see :attr:`tier`)."""
+        kinds = (KERNEL_WRITE, HANDED_WRITE) if self.tier == KERNEL_TIER else (KERNEL_WRITE,)
+        return [w for w in self.writes if w.kind in kinds]
+
+    @property
+    def content(self) -> str:
+        """What the tensor holds when made (``vocabulary.content_of``): behind a call
+        (IM003), what the project index says the callee returns; ``content`` once filled
+        at creation."""
+        if self.filled:
+            return "content"
+        return self.made_content if self.chain is not None else content_of(self.allocator)
+
+    @property
+    def tier(self) -> str:
+        """Which writer can reach the kept tensor: a torch in-place write; a kernel write
+        (shown by code, or a tensor handed to code imlint cannot read when it holds no
+        content of its own: blank or zeroed storage is a workspace, an output or a
+        counter); blank storage nothing visible writes (code out of sight fills it before
+        anything reads it); else read-only, a tensor with content handed to such code
+        being taken as its input."""
+        kinds = {w.kind for w in self.writes}
+        if TORCH_WRITE in kinds:
+            return TORCH_TIER
+        content = self.content
+        if KERNEL_WRITE in kinds or (HANDED_WRITE in kinds and content != "content"):
+            return KERNEL_TIER
+        if not kinds and content == "blank":
+            return KERNEL_TIER
+        return READ_ONLY_TIER
 
     @property
     def persistent(self) -> bool:

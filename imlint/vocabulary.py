@@ -44,6 +44,24 @@ TENSOR_NEW_METHODS = frozenset(
     {"new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "clone"}
 )
 
+#: What a new tensor holds when made, by allocator name (``torch.empty``, ``.new_empty``):
+#: ``blank`` storage is uninitialized, so whatever it is used for, a writer fills it
+#: first; ``zeroed`` storage is the start of a workspace, a counter or an accumulator as
+#: often as a constant. Every other allocation has content when made (``arange``,
+#: ``tensor``, ``ones``, ``full``, computed values): handed to code from outside the
+#: project, it is taken as an input unless something shows a write (see ``tier`` in
+#: ``imlint/semantic.py``).
+CONTENT_OF_ALLOCATOR = {
+    **dict.fromkeys(("empty", "empty_like", "empty_strided", "new_empty"), "blank"),
+    **dict.fromkeys(("zeros", "zeros_like", "new_zeros"), "zeroed"),
+}
+
+
+def content_of(allocator: str) -> str:
+    """``blank``, ``zeroed`` or ``content`` (see :data:`CONTENT_OF_ALLOCATOR`)."""
+    return CONTENT_OF_ALLOCATOR.get(allocator.rsplit(".", 1)[-1], "content")
+
+
 #: Factories whose first argument is a size: a literal 0 in it makes a placeholder.
 SIZED_FACTORIES = TORCH_FACTORIES - {
     "arange",

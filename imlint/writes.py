@@ -8,6 +8,7 @@ import libcst as cst
 
 from imlint.names import string_value
 from imlint.semantic import (
+    HANDED_WRITE,
     KERNEL_WRITE,
     TORCH_WRITE,
     AllocationSite,
@@ -66,8 +67,12 @@ def find_writes(
         )
 
     for w in f.writes:
-        if hits(own.tokens(w.handle)) and not _allocation_time(site, w):
-            site.writes.append(w)
+        if hits(own.tokens(w.handle)):
+            if not _allocation_time(site, w):
+                site.writes.append(w)
+            elif w.order > site.order or w.handle is site.call:
+                # ``buf = torch.empty(n); buf.copy_(x)``, ``torch.empty(n).copy_(x)``
+                site.filled = True
     # Other functions that can see the same storage.
     kind = own.root_kind(store.root) if store.root is not None else "global"
     others: list[FunctionModel]
@@ -102,7 +107,7 @@ def find_writes(
                 continue
             if any(w.kind == kind for w in site.writes):
                 continue  # a write this module shows, with its line, says it already
-            entry = f'["{key}"] of ' if key else ""
+            entry = f"[{key[1:]}] of " if key.startswith("#") else f'["{key}"] of ' if key else ""
             text = f"{who} writes {entry}what {f.qualname}() returns"
             site.writes.append(
                 InplaceWrite(
@@ -118,7 +123,8 @@ def find_writes(
 
 def _entry_key(site: AllocationSite, own: FunctionAnalysis, sid: int) -> str | None:
     """The constant key of the dict literal entry the allocation fills, when the stored
-    value is such a dict (``bufs = {"a": torch.empty(n)}; self._bufs[k] = bufs``)."""
+    value is such a dict (``bufs = {"a": torch.empty(n)}; self._bufs[k] = bufs``), or
+    ``#i`` for the item of a tuple or list literal (``_cache[k] = (a, b)``)."""
     store = site.store
     assert store is not None
     pending = [store.value] if store.value is not None else []
@@ -133,6 +139,12 @@ def _entry_key(site: AllocationSite, own: FunctionAnalysis, sid: int) -> str | N
             for el in v.elements:
                 if isinstance(el, cst.DictElement) and sid in own.flow(el.value):
                     return string_value(el.key)
+        elif isinstance(v, (cst.Tuple, cst.List)):
+            if any(isinstance(el, cst.StarredElement) for el in v.elements):
+                return None
+            for i, item in enumerate(v.elements):
+                if sid in own.flow(item.value):
+                    return f"#{i}"  # ``return (a, b)``: callers unpack it by position
     return None
 
 
@@ -149,14 +161,15 @@ def _stored_key(store: Store) -> str | None:
 # ------------------------------------------------------------------ across the project
 
 #: Write kinds, weakest first: a torch write is the crash path and wins.
-_STRENGTH = {KERNEL_WRITE: 1, TORCH_WRITE: 2}
+_STRENGTH = {HANDED_WRITE: 1, KERNEL_WRITE: 2, TORCH_WRITE: 3}
 
 
 def param_writes(index: ProjectIndex) -> dict[Target, dict[str, str]]:
     """Per project callable: parameter name -> how the callable writes the tensor handed
     there, to a fixed point through the calls that hand parameters on. A parameter handed
-    to a Triton launch or to a callable from outside the project may be written by a
-    kernel; handed to the project's own code, it is written as that code writes it."""
+    to a Triton launch or to a callable from outside the project is handed to code that
+    may write it (``handed``); handed to the project's own code, it is written as that
+    code writes it."""
     out: dict[Target, dict[str, str]] = {}
     passes: list[tuple[Target, str, Target | None, str | None]] = []
     for s in index.summaries:
@@ -174,7 +187,7 @@ def param_writes(index: ProjectIndex) -> dict[Target, dict[str, str]]:
     while changed:
         changed = False
         for me, param, target, name in passes:
-            written: str | None = KERNEL_WRITE
+            written: str | None = HANDED_WRITE
             if target is not None:
                 written = out.get(target, {}).get(name) if name is not None else None
             if written is not None and _join(out.setdefault(me, {}), param, written):
@@ -220,7 +233,7 @@ def _handed_kind(
     """How a callee writes an argument handed to it (see :func:`param_writes`)."""
     target, outside = _callee(index, s, d, callee)
     if target is None:
-        return KERNEL_WRITE if outside else None
+        return HANDED_WRITE if outside else None
     name = index.param_name(target, key)
     return index.param_writes.get(target, {}).get(name) if name is not None else None
 

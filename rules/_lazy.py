@@ -35,3 +35,14 @@ def is_direct(site: AllocationSite) -> bool:
     """A torch allocation written at the site (IM001/IM002/IM004); IM003 takes the
     allocations behind a call (project helpers, constructors, configured allocators)."""
     return site.chain is None
+
+
+def kernel_writer(site: AllocationSite) -> str:
+    """The kernel write a message cites, or why one is out of sight."""
+    if site.kernel_writes:
+        w = site.kernel_writes[0]
+        return f"written only by a kernel at `{w.text}` (line {w.line})"
+    return (
+        f"left uninitialized by `{site.allocator}` with no visible writer: code out of "
+        "sight (a kernel) fills it"
+    )

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from imlint.rule import Invalid, Report, Rule, Severity, Valid
-from imlint.semantic import AllocationSite, Mode, ModuleModel
+from imlint.semantic import KERNEL_TIER, AllocationSite, Mode, ModuleModel
 
-from ._lazy import GUARD_ADVICE, is_direct, is_unguarded_hazard, subject
+from ._lazy import GUARD_ADVICE, is_direct, is_unguarded_hazard, kernel_writer, subject
 
 
 class LazyBufferLatent(Rule):
@@ -15,10 +15,16 @@ class LazyBufferLatent(Rule):
 
     ## What it does
     Flags the same lazy persistent allocations as IM001 when the buffer is written only
-    by kernels the dispatcher never sees: a Triton launch (`kernel[grid](buf, ...)`),
-    `out=buf` handed to a non-torch callable, a call into a package outside the project
-    (`torch.ops`, a CUDA extension) that is handed the buffer, or project code that
-    hands it on to one of these. A buffer nothing writes is IM005's; one that torch
+    by kernels the dispatcher never sees: a Triton kernel of the project that stores
+    through it (`tl.store`, atomics), `out=buf` handed to a non-torch callable, a raw
+    pointer (`buf.data_ptr()`) handed out, or project code that hands it on to one of
+    these. Code imlint cannot read (an op from outside the project such as `torch.ops`
+    or a CUDA extension, a kernel compiled at run time) may write what it is handed or
+    only read it; what the buffer holds when made decides: blank or zeroed storage
+    (`empty*`, `zeros*`) is its output, workspace or counter (IM002), a tensor made
+    with content (`arange`, `tensor`, `ones`, `full`, a computed value, storage filled
+    at creation) is its input (IM005). Blank storage that nothing visible writes is
+    filled by code out of sight before anything reads it: IM002 too. One that torch
     writes in place anywhere imlint can see is IM001's.
 
     ## Why is this bad?
@@ -130,17 +136,11 @@ class LazyBufferLatent(Rule):
 
     def check(self, model: ModuleModel) -> Iterator[Report]:
         for site in model.sites:
-            if is_direct(site) and is_unguarded_hazard(site) and _kernel_only(site):
-                w = site.kernel_writes[0]
+            if is_direct(site) and is_unguarded_hazard(site) and site.tier == KERNEL_TIER:
                 yield Report(
                     site,
-                    f"{subject(site)} and written only by a kernel at `{w.text}` "
-                    f"(line {w.line}){_latent(site)}; {GUARD_ADVICE}",
+                    f"{subject(site)} and {kernel_writer(site)}{_latent(site)}; {GUARD_ADVICE}",
                 )
-
-
-def _kernel_only(site: AllocationSite) -> bool:
-    return bool(site.kernel_writes) and not site.torch_writes
 
 
 def _latent(site: AllocationSite) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from imlint.rule import Invalid, Report, Rule, Severity, Valid
-from imlint.semantic import ModuleModel
+from imlint.semantic import KERNEL_TIER, ModuleModel
 
-from ._lazy import is_unguarded_hazard, subject
+from ._lazy import is_unguarded_hazard, kernel_writer, subject
 
 ADVICE = "wrap the call in `with torch.inference_mode(False):`"
 
@@ -223,10 +223,7 @@ class LazyAllocatingCall(Rule):
                     f"(line {w.line}); {ADVICE}",
                     severity=Severity.ERROR,
                 )
-            elif site.kernel_writes:
-                w = site.kernel_writes[0]
+            elif site.tier == KERNEL_TIER:
                 yield Report(
-                    site,
-                    f"{subject(site)} ({site.chain}) and written by a kernel at `{w.text}` "
-                    f"(line {w.line}); {ADVICE}",
+                    site, f"{subject(site)} ({site.chain}) and {kernel_writer(site)}; {ADVICE}"
                 )

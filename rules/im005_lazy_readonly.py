@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from imlint.rule import Invalid, Report, Rule, Severity, Valid
-from imlint.semantic import ModuleModel
+from imlint.semantic import HANDED_WRITE, READ_ONLY_TIER, AllocationSite, ModuleModel
 
 from ._lazy import GUARD_ADVICE, is_unguarded_hazard, subject
 
@@ -17,8 +17,11 @@ class LazyReadOnlyTensor(Rule):
     Flags the lazy persistent allocations of IM001, IM002 and IM003 (a cache miss, a
     grow-only resize, a cached function, a get-or-create helper, an object built on
     first use) when nothing writes the tensor after it is created: no torch in-place
-    write and no kernel is handed it. Typical: cos/sin tables, index and pointer tables,
-    masks, constants kept per device.
+    write and no kernel write that code shows. A tensor made with content (`arange`,
+    `tensor`, `ones`, `full`, `zeros` nothing else touches, a computed value) and only
+    handed to code imlint cannot read (an op from another library) is taken as that
+    code's input; blank storage is not (IM002: something out of sight fills it).
+    Typical: cos/sin tables, index and pointer tables, masks, constants kept per device.
 
     Off by default (opt-in, like IM004): a server that only runs inference cannot hit
     it, and a CI gate on by default should report what can take the server down (IM001,
@@ -116,10 +119,21 @@ class LazyReadOnlyTensor(Rule):
 
     def check(self, model: ModuleModel) -> Iterator[Report]:
         for site in model.sites:
-            if is_unguarded_hazard(site) and not site.writes:
+            if is_unguarded_hazard(site) and site.tier == READ_ONLY_TIER:
                 via = f" ({site.chain})" if site.chain is not None else ""
                 yield Report(
                     site,
-                    f"{subject(site)}{via} and never written in place: an inference "
-                    "tensor fails when it is later used with autograd; " + GUARD_ADVICE,
+                    f"{subject(site)}{via} and {_unwritten(site)}: an inference tensor fails "
+                    "when it is later used with autograd; " + GUARD_ADVICE,
                 )
+
+
+def _unwritten(site: AllocationSite) -> str:
+    handed = [w for w in site.writes if w.kind == HANDED_WRITE]
+    if not handed:
+        return "never written in place"
+    w = handed[0]
+    return (
+        f"made with content, then only handed to code imlint cannot read "
+        f"(`{w.text}`, line {w.line}), taken as an input"
+    )

@@ -177,7 +177,7 @@ def _apply_edits(text: str, edits: list[dict]) -> str:
 def test_json_fix_edits_give_what_fix_writes(tmp_path):
     """Unsafe fixes included (marked so): applying a finding's edits gives the file
     `imlint fix --unsafe-fixes` writes; errors come last with a null code."""
-    computed = LAZY.replace("torch.empty(n)", "torch.arange(n) * 2")
+    computed = LAZY.replace("torch.empty(n)", "torch.empty(n) * 2")
     write(tmp_path, "a.py", computed)
     write(tmp_path, "bad.py", "def (:\n")
     r = run_imlint("check", ".", "--output-format", "json", cwd=tmp_path)

@@ -96,7 +96,8 @@ def render(writer, *args, **kwargs) -> str:
 def test_the_snippets_have_findings_of_both_severities(findings):
     assert {(f.path, f.code, f.severity) for f in findings} == {
         ("pkg/mutated.py", "IM001", "error"),
-        ("pkg/latent.py", "IM005", "warning"),
+        ("pkg/latent.py", "IM002", "warning"),  # blank storage: filled out of sight
+        ("pkg/latent.py", "IM005", "warning"),  # an arange: read-only
     }
     assert len(findings) == 3
 
@@ -161,12 +162,13 @@ def test_github_escaping():
 
 
 def test_statistics_counts_per_rule_most_first(findings):
-    extra = Finding("x.py", 1, 1, 1, 2, "IM004", "warning", "m", fixable=False)
-    lines = render(write_statistics, [*findings, extra]).splitlines()
+    extra = [Finding("x.py", i, 1, i, 2, "IM004", "warning", "m", fixable=False) for i in (1, 2)]
+    lines = render(write_statistics, [*findings, *extra]).splitlines()
     assert lines == [
-        "2\tIM005\t[*] lazy-readonly-tensor",
+        "2\tIM004\t[ ] unguarded-persistent-allocation",
         "1\tIM001\t[*] lazy-buffer-mutated",
-        "1\tIM004\t[ ] unguarded-persistent-allocation",
+        "1\tIM002\t[*] lazy-buffer-latent",
+        "1\tIM005\t[*] lazy-readonly-tensor",
     ]
     assert render(write_statistics, []) == ""
 

@@ -346,7 +346,7 @@ def test_index_resolves_reexports_bases_and_instances(tmp_path):
     }
     index = index_of(files, tmp_path)
     facts = index.facts(str(tmp_path / "app.py"))
-    chain, is_object = facts.allocators["lib.Workspace"]
+    chain, is_object, _content = facts.allocators["lib.Workspace"]
     assert is_object
     assert (
         chain
@@ -438,7 +438,7 @@ def test_a_helper_returning_an_object_says_so(tmp_path):
             """
     }
     index = index_of(files, tmp_path)
-    chain, is_object = index.facts(str(tmp_path / "m.py")).allocators["make_group"]
+    chain, is_object, _content = index.facts(str(tmp_path / "m.py")).allocators["make_group"]
     assert is_object
     assert (
         chain

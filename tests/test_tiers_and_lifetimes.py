@@ -32,6 +32,9 @@ def get(n, x):
     return x
 """
 
+#: The same cache, holding a tensor with content (``arange``): what code only reads.
+READ = LAZY.replace("torch.empty(n)", "torch.arange(n)")
+
 
 def test_the_writer_decides_the_tier():
     assert codes(LAZY.format(use="buf.zero_()")) == [(8, "IM001")]
@@ -42,8 +45,81 @@ def test_the_writer_decides_the_tier():
     assert codes(LAZY.format(use="torch.ops.my.run(x, buf)")) == [(8, "IM002")]
     assert codes(LAZY.format(use="my_ext.fill(buf.data_ptr(), n)")) == [(8, "IM002")]
     # Reads: torch functions, builtins, methods of other objects.
-    assert codes(LAZY.format(use="y = torch.matmul(x, buf) + len(buf)")) == [(8, "IM005")]
-    assert codes(LAZY.format(use="self_model.forward(buf)")) == [(8, "IM005")]
+    assert codes(READ.format(use="y = torch.matmul(x, buf) + len(buf)")) == [(8, "IM005")]
+    assert codes(READ.format(use="self_model.forward(buf)")) == [(8, "IM005")]
+    assert codes(READ.format(use="z.sub_(buf)")) == [(8, "IM005")]  # an input of an in-place op
+
+
+def test_what_the_tensor_holds_decides_what_unreadable_code_does_with_it():
+    """Handed to code imlint cannot read, blank or zeroed storage is its output or
+    workspace; a tensor made with content is its input. Code that shows a write (``out=``,
+    a raw pointer) wins; blank storage that nothing visible writes is filled out of sight."""
+    handed = LAZY.format(use="my_ext.run(x, buf)")
+    for alloc, code in [
+        ("torch.empty(n)", "IM002"),
+        ("x.new_empty(n)", "IM002"),
+        ("torch.zeros(n)", "IM002"),
+        ("torch.arange(n)", "IM005"),
+        ("torch.ones(n)", "IM005"),
+        ("torch.tensor([1, 2])", "IM005"),
+        ("torch.cat([x, x])", "IM005"),
+    ]:
+        assert codes(handed.replace("torch.empty(n)", alloc)) == [(8, code)], alloc
+    assert codes(READ.format(use="my_ext.run(x, out=buf)")) == [(8, "IM002")]
+    assert codes(READ.format(use="my_ext.fill(buf.data_ptr(), n)")) == [(8, "IM002")]
+    assert codes(LAZY.format(use="y = buf.sum()")) == [(8, "IM002")]
+    assert codes(LAZY.replace("torch.empty(n)", "torch.zeros(n)").format(use="y = buf.sum()")) == [
+        (8, "IM005")
+    ]
+    filled = """
+    import torch
+    import my_ext
+    _C = {}
+
+    def get(n, x):
+        if n not in _C:
+            buf = torch.empty(n)
+            buf.copy_(x)
+            _C[n] = buf
+        my_ext.run(x, _C[n])
+    """
+    assert codes(filled) == [(8, "IM005")]  # filled when made: it has content
+    chained = LAZY.replace("torch.empty(n)", "torch.empty(n).copy_(x)")
+    assert codes(chained.format(use="my_ext.run(x, buf)")) == [(8, "IM005")]
+
+
+def test_what_a_helper_returns_holds_decides_the_same_behind_a_call(tmp_path):
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/util.py": """
+                import torch
+
+                def to_device(data, device):
+                    t = torch.tensor(data, device="cpu")
+                    return t.to(device, non_blocking=True)
+
+                def scratch(n):
+                    return torch.empty(n)
+                """,
+            "pkg/use.py": """
+                import my_ext
+                from pkg.util import scratch, to_device
+
+                _T, _S = {}, {}
+
+                def run(x, n):
+                    if n not in _T:
+                        _T[n] = to_device([1, 2], x.device)
+                    if n not in _S:
+                        _S[n] = scratch(n)
+                    my_ext.run(x, _T[n], _S[n])
+                """,
+        },
+    )
+    found = [(line, code, sev) for name, line, code, sev in _check(tmp_path) if name == "use.py"]
+    assert found == [(9, "IM005", "warning"), (11, "IM003", "warning")]
 
 
 def test_a_torch_write_wins_over_a_kernel_write():
@@ -58,7 +134,7 @@ def test_entries_with_constant_keys_are_separate_buffers():
 
     def ws(n):
         if "w" not in _WS:
-            _WS["w"] = torch.empty(n)
+            _WS["w"] = torch.ones(n)
             _WS["eye"] = torch.eye(n)
         _WS["eye"][:n].zero_()
         return _WS["w"]
@@ -236,12 +312,12 @@ def test_project_functions_write_what_they_are_handed_across_files(tmp_path):
 
                 def b(n):
                     if n not in _B:
-                        _B[n] = torch.empty(n)
+                        _B[n] = torch.arange(n)
                     inspect(_B[n])
 
                 def c(n):
                     if n not in _C:
-                        _C[n] = torch.empty(n)
+                        _C[n] = torch.arange(n)
                     if n not in _D:
                         _D[n] = torch.empty(n)
                     relay(_C[n], _D[n])
@@ -465,7 +541,7 @@ def test_methods_of_a_module_level_instance_and_of_a_class_are_resolved():
 
         def get(self, n):
             if n not in self._bufs:
-                self._bufs[n] = {"out": torch.empty(n), "lse": torch.empty(n)}
+                self._bufs[n] = {"out": torch.empty(n), "lse": torch.ones(n)}
             return self._bufs[n]
 
     class Split:
@@ -529,7 +605,7 @@ def test_callables_made_at_run_time_may_write_what_they_are_handed(tmp_path):
 
                 def method_of_a_tensor(x, n):
                     if n not in _R:
-                        _R[n] = torch.empty(n)
+                        _R[n] = torch.arange(n)
                     y = torch.ones(n)
                     return y.mul(_R[n])
                 """,
@@ -558,7 +634,7 @@ def test_a_re_exported_triton_is_triton(tmp_path):
 
                 def run(n):
                     if n not in _A:
-                        _A[n] = torch.empty(n)
+                        _A[n] = torch.arange(n)
                     if n not in _B:
                         _B[n] = torch.empty(n)
                     _copy[(1,)](_A[n], _B[n])
@@ -567,6 +643,81 @@ def test_a_re_exported_triton_is_triton(tmp_path):
     )
     found = [(line, code) for name, line, code, _ in _check(tmp_path) if name == "use.py"]
     assert found == [(14, "IM005"), (16, "IM002")]  # only the destination is stored to
+
+
+def test_items_of_a_returned_tuple_are_separate_buffers(tmp_path):
+    """``a, b = get(n)`` then ``a.zero_()`` writes the first item only (as dict entries
+    with constant keys are separate buffers)."""
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/bufs.py": """
+                import torch
+
+                _CACHE = {}
+
+                def get(n):
+                    if n not in _CACHE:
+                        a = torch.empty(n)
+                        b = torch.empty(n)
+                        c = torch.empty(n)
+                        _CACHE[n] = (a, b, c)
+                    return _CACHE[n]
+                """,
+            "pkg/use.py": """
+                import my_ext
+                from pkg.bufs import get
+
+                def run(x, n):
+                    a, b, c = get(n)
+                    a.zero_()
+                    my_ext.run(x, b)
+                    get(n)[2].copy_(x)
+                """,
+        },
+    )
+    found = sorted((line, code) for name, line, code, _ in _check(tmp_path) if name == "bufs.py")
+    assert found == [(8, "IM001"), (9, "IM002"), (10, "IM001")]
+
+
+def test_a_kernel_writes_only_the_pointer_it_stores_through(tmp_path):
+    """Offsets computed from other parameters (a loaded start table, a stride, a block
+    pointer's shape) do not make those parameters written."""
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/use.py": """
+                import torch
+                import triton
+                import triton.language as tl
+
+                _S, _O, _B = {}, {}, {}
+
+                @triton.jit
+                def _gather(starts_ptr, out_ptr, blk_ptr, stride, n):
+                    i = tl.program_id(0)
+                    start = tl.load(starts_ptr + i)
+                    ptrs = out_ptr + (start + tl.arange(0, 16)) * stride
+                    tl.store(ptrs.to(tl.pointer_type(tl.float32)), tl.zeros([16], tl.float32))
+                    b = tl.make_block_ptr(base=blk_ptr, shape=(n,), strides=(stride,),
+                                          offsets=(start,), block_shape=(16,), order=(0,))
+                    tl.store(tl.advance(b, (16,)), tl.zeros([16], tl.float32))
+
+                def run(n):
+                    if n not in _S:
+                        _S[n] = torch.arange(n)
+                    if n not in _O:
+                        _O[n] = torch.arange(n)
+                    if n not in _B:
+                        _B[n] = torch.arange(n)
+                    _gather[(n,)](_S[n], _O[n], _B[n], 1, n)
+                """,
+        },
+    )
+    found = [(line, code) for name, line, code, _ in _check(tmp_path) if name == "use.py"]
+    assert found == [(20, "IM005"), (22, "IM002"), (24, "IM002")]
 
 
 def test_a_helper_that_writes_a_view_of_its_parameter_writes_the_parameter():
@@ -588,7 +739,7 @@ def test_a_helper_that_writes_a_view_of_its_parameter_writes_the_parameter():
 
 
 def test_read_only_lazy_tensors_are_opt_in():
-    read_only = LAZY.format(use="y = buf.sum()")
+    read_only = READ.format(use="y = buf.sum()")
     assert [f.code for f in Linter(Settings()).check_text("t.py", textwrap.dedent(read_only))] == []
     assert codes(read_only) == [(8, "IM005")]
     written = LAZY.format(use="buf.zero_()")
