@@ -278,7 +278,41 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
 
     def visit_For_body(self, node: cst.For) -> None:
         self._push("for", node)
-        self._bind_target(node.target)
+        self._bind_items(node.target, node.iter)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._bind_items(node.target, node.iter, other=False)
+
+    def _bind_items(
+        self, target: cst.BaseExpression, items: cst.BaseExpression, other: bool = True
+    ) -> None:
+        """A loop variable holds an item of the storage it iterates: ``for buf in
+        self._bufs`` reads ``self._bufs[...]``, as do ``zip(self._bufs, outs)`` and
+        ``enumerate``. Only storage spelled out (an attribute, an entry): a local list
+        stays opaque, so a test on its items says nothing about kept storage."""
+        f = self.func
+        if f is None:
+            return
+        stored = isinstance(items, (cst.Attribute, cst.Subscript))
+        if isinstance(target, cst.Name) and target.value not in f.globals and stored:
+            item = cst.Subscript(items, [cst.SubscriptElement(cst.Index(cst.Name("_")))])
+            f.defs.setdefault(target.value, []).append(item)
+            return
+        name = dotted_name(items.func) if isinstance(items, cst.Call) else None
+        if isinstance(target, (cst.Tuple, cst.List)) and name in ("zip", "enumerate"):
+            assert isinstance(items, cst.Call)
+            args = [a.value for a in items.args if a.keyword is None and a.star == ""]
+            elements = [el.value for el in target.elements]
+            if name == "enumerate" and len(elements) == 2 and args:
+                if other:
+                    self._bind_target(elements[0])  # the index
+                elements, args = elements[1:], args[:1]
+            if len(args) == len(elements):
+                for el, arg in zip(elements, args, strict=True):
+                    self._bind_items(el, arg, other)
+                return
+        if other:
+            self._bind_target(target)  # a comprehension's own names stay as they were
 
     def visit_With_body(self, node: cst.With) -> None:
         mode: Mode | None = None

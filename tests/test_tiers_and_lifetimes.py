@@ -681,6 +681,32 @@ def test_items_of_a_returned_tuple_are_separate_buffers(tmp_path):
     assert found == [(8, "IM001"), (9, "IM002"), (10, "IM001")]
 
 
+def test_a_loop_variable_writes_the_items_it_iterates():
+    code = """
+    import torch
+    import my_ext
+
+    class Replay:
+        def run(self, outs):
+            if self._outs is None:
+                self._outs = [torch.empty_like(o) for o in outs]
+            for buf, out in zip(self._outs, outs):
+                buf[: out.shape[0]].copy_(out)
+
+        def clear(self, n):
+            if self._bufs is None:
+                self._bufs = [torch.empty(n) for _ in range(4)]
+            for i, buf in enumerate(self._bufs):
+                my_ext.fill(buf, i)
+
+        def replay(self, outs):
+            if self._last is None:
+                self._last = [torch.empty_like(o) for o in outs]
+            return [b[: o.shape[0]].copy_(o) for b, o in zip(self._last, outs)]
+    """
+    assert codes(code) == [(8, "IM001"), (14, "IM002"), (20, "IM001")]
+
+
 def test_a_kernel_writes_only_the_pointer_it_stores_through(tmp_path):
     """Offsets computed from other parameters (a loaded start table, a stride, a block
     pointer's shape) do not make those parameters written."""
