@@ -10,6 +10,9 @@ from imlint.names import VIEW_METHODS
 #: Functions whose attribute stores on ``self`` are construction, not lazy caching.
 CONSTRUCTORS = frozenset({"__init__", "__new__", "__post_init__"})
 
+#: The qualified name summaries give a module's own top-level code.
+MODULE_SCOPE = "<module>"
+
 #: Calls that build a fresh object: a name assigned one of these is a local container.
 FRESH_CALLS = frozenset(
     {

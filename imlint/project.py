@@ -23,11 +23,18 @@ import ast
 import builtins
 import hashlib
 import os
-from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 
-from imlint.kinds import DERIVED_METHODS, READER_MODULES, external_writer, is_inplace_name
+from imlint.index_allocators import AllocatorFinder
+from imlint.index_reach import ReachFinder
+from imlint.kinds import (
+    DERIVED_METHODS,
+    MODULE_SCOPE,
+    READER_MODULES,
+    external_writer,
+    is_inplace_name,
+)
 from imlint.lifetimes import Lifetimes, construction_only
 from imlint.names import imported_from
 from imlint.options import AnalysisOptions
@@ -40,7 +47,6 @@ from imlint.vocabulary import (
     TENSOR_NEW_METHODS,
     TORCH_ALLOCATORS,
     TORCH_FACTORIES,
-    content_of,
     name_matches,
 )
 from imlint.writes import param_writes, result_writes
@@ -59,8 +65,6 @@ _WRAPPERS = frozenset(
 )
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 _BUILTINS = frozenset(dir(builtins))
-
-MODULE_SCOPE = "<module>"
 
 
 # ------------------------------------------------------------------------------ summaries
@@ -1189,22 +1193,9 @@ def summary_digest(data: object) -> str:
 Target = tuple[str, str]
 
 
-@dataclass
-class Reach:
-    """Whether an inference-mode region can reach a function, and how."""
-
-    armed: bool
-    path: list[str]  # region owner first, the site's function last
-    unresolved: int  # unresolved calls that might lead to the function, when no path
-
-    def text(self) -> str:
-        if self.armed:
-            return " -> ".join(self.path)
-        return f"no path found ({self.unresolved} unresolved calls)"
-
-
-class ProjectIndex:
-    """All summaries of a run, joined: resolution, allocators, call graph."""
+class ProjectIndex(AllocatorFinder, ReachFinder):
+    """All summaries of a run, joined: resolution, allocators (``index_allocators.py``),
+    call graph."""
 
     def __init__(self, summaries: Iterable[FileSummary]) -> None:
         self.files: dict[str, FileSummary] = {}
@@ -1520,131 +1511,6 @@ class ProjectIndex:
         self.lifetimes = Lifetimes(self, self.construction)
         self.per_call_params = self.lifetimes.params
 
-    def _find_allocators(self) -> None:
-        """Callables whose call allocates a tensor that outlives it, to a fixed point."""
-        pending: list[tuple[FileSummary, DefSummary]] = []
-        for s in self.summaries:
-            for d in s.defs.values():
-                constructor = bool(d.cls) and d.qual.rsplit(".", 1)[-1] in _CONSTRUCTORS
-                if d.kind == "function" and (d.allocs or constructor) and not d.cached:
-                    pending.append((s, d))
-        changed = True
-        while changed:
-            changed = False
-            for s, d in pending:
-                target = (s.module, d.qual)
-                if target in self._alloc:
-                    continue
-                chain = self._alloc_chain(s, d)
-                if chain is None:
-                    continue
-                method = d.qual.rsplit(".", 1)[-1]
-                if d.cls and method in _CONSTRUCTORS:
-                    cls_target = (s.module, d.cls)
-                    if cls_target not in self._alloc:
-                        self._alloc[cls_target] = (chain, True, "unknown")
-                    self._alloc[target] = (chain, True, "unknown")
-                    changed = True
-                elif any(how == "returns" for how, *_ in d.allocs):
-                    returns = self._alloc_step(s, d, only="returns")
-                    if returns is not None:
-                        self._alloc[target] = (*returns, self._returned_content(s, d))
-                        changed = True
-            # Classes whose base class allocates (an inherited or super() constructor).
-            for s in self.summaries:
-                for d in s.defs.values():
-                    target = (s.module, d.qual)
-                    if d.kind != "class" or target in self._alloc:
-                        continue
-                    for base in d.bases:
-                        b = self._resolve_in(s, None, base)
-                        if b is not None and b in self._alloc and self._kind(b) == "class":
-                            chain = f"{d.qual} extends {b[1]}: {self._alloc[b][0]}"
-                            self._alloc[target] = (chain, True, "unknown")
-                            changed = True
-                            break
-
-    def _returned_content(self, s: FileSummary, d: DefSummary) -> str:
-        """What a tensor ``d`` returns holds when made (``vocabulary.content_of``), when
-        every allocation it may return agrees; else ``unknown``."""
-        kinds: set[str] = set()
-        for how, _what, ref in d.allocs:
-            if how != "returns":
-                continue
-            if ref.startswith("!"):
-                name = ref[1:]
-                kind = content_of(name) if name.startswith((".", "torch.")) else "unknown"
-                # The helper may fill blank storage before it returns it (``cos[:, a:b] =
-                # x``): the summary does not follow writes to locals, so it is unknown.
-                kinds.add("unknown" if kind == "blank" else kind)
-                continue
-            target = self.resolve(s, d, ref)
-            found = self._alloc.get(target) if target is not None else None
-            if found is not None:  # another allocating callable's result, or an object
-                kinds.add("unknown" if found[1] else found[2])
-        return kinds.pop() if len(kinds) == 1 else "unknown"
-
-    def _alloc_chain(self, s: FileSummary, d: DefSummary, only: str | None = None) -> str | None:
-        """The shortest chain by which calling ``d`` allocates, or None."""
-        found = self._alloc_step(s, d, only)
-        return found[0] if found is not None else None
-
-    def _alloc_step(
-        self, s: FileSummary, d: DefSummary, only: str | None = None
-    ) -> tuple[str, bool] | None:
-        """(chain, whether the result is an object holding tensors) for ``d``."""
-        method = d.qual.rsplit(".", 1)[-1]
-        constructor = bool(d.cls) and method in _CONSTRUCTORS
-        best: tuple[str, bool] | None = None
-        for how, what, ref in d.allocs:
-            if only is not None and how != only:
-                continue
-            if how == "keeps" and not constructor:
-                continue
-            if ref.startswith("!"):
-                step = (
-                    f"{d.qual} allocates {what}" if how == "keeps" else f"{d.qual} returns a tensor"
-                )
-                found = (f"{step} via {ref[1:]}", how == "keeps")
-            else:
-                target = self.resolve(s, d, ref)
-                if target is None or target not in self._alloc:
-                    continue
-                inner, is_object, _content = self._alloc[target]
-                kind = self._kind(target)
-                call = f"{target[1]}(...)" if kind == "class" else f"{target[1]}()"
-                if how == "keeps":
-                    found = (f"{d.qual} allocates {what} from {call} -> {inner}", True)
-                else:
-                    # What the callee returns, it returns: a tensor, or an object.
-                    found = (f"{d.qual} returns {call} -> {inner}", is_object or kind == "class")
-            if best is None or len(found[0]) < len(best[0]):
-                best = found
-        if constructor and best is None and only is None:
-            # A constructor that calls a method of its own class that keeps a tensor.
-            for text, region in d.calls:
-                if region == "guarded" or not text.startswith("self."):
-                    continue
-                target = self.resolve(s, d, text)
-                if target is None:
-                    continue
-                ts = self.modules[target[0]]
-                td = ts.defs[target[1]]
-                for how, what, ref in td.allocs:
-                    if how == "keeps" and ref.startswith("!"):
-                        return f"{d.qual} allocates {what} in {td.qual} via {ref[1:]}", True
-        return best
-
-    def _find_helpers(self) -> None:
-        for s in self.summaries:
-            for d in s.defs.values():
-                for param, position, stored in d.factories:
-                    self._helpers[(s.module, d.qual)] = (position, param, stored)
-                    break
-
-    def allocating_count(self) -> int:
-        return len(self._alloc)
-
     # ---- per-file facts
 
     def facts(self, path: str) -> FileFacts:
@@ -1780,75 +1646,6 @@ class ProjectIndex:
         params = s.defs[target[1]].params
         out = [(str(i), by_name[p]) for i, p in enumerate(params) if p in by_name]
         return tuple(sorted(out + list(by_name.items())))
-
-    # ---- reach
-
-    def target_of(self, path: str, function: str) -> Target | None:
-        s = self.files.get(path)
-        if s is None or function not in s.defs:
-            return None
-        return (s.module, function)
-
-    def reach(self, target: Target, limit: int = 20000) -> Reach:
-        """A shortest call path from an inference-mode region to ``target``."""
-        s = self.modules.get(target[0])
-        d = s.defs.get(target[1]) if s is not None else None
-        if d is not None and d.mode == "inference":
-            return Reach(True, [f"{target[1]} [inference_mode]"], 0)
-        parent: dict[Target, Target | None] = {target: None}
-        queue = deque([target])
-        unresolved = 0
-        found: Target | None = None
-        while queue and found is None and len(parent) < limit:
-            node = queue.popleft()
-            unresolved += self.unresolved_count(node[1])
-            for caller, region in self.callers.get(node, ()):
-                if region == "guarded" or caller in parent:
-                    continue
-                parent[caller] = node
-                if region == "inference":
-                    found = caller
-                    break
-                queue.append(caller)
-        if found is None:
-            return Reach(False, [], unresolved)
-        path: list[str] = []
-        cursor: Target | None = found
-        while cursor is not None:
-            label = cursor[1] if cursor[1] != MODULE_SCOPE else f"{cursor[0]} (module)"
-            path.append(label + (" [inference_mode]" if cursor == found else ""))
-            cursor = parent[cursor]
-        return Reach(True, path, 0)
-
-    def covered(self, target: Target) -> str | None:
-        """Why every call path to ``target`` passes through ``inference_mode(False)``,
-        or None. Calls the index cannot resolve to the function's name count against."""
-        name = target[1].rsplit(".", 1)[-1]
-        if self.unresolved_sites.get(name):
-            return None
-        guards: list[str] = []
-        seen: set[Target] = {target}
-        stack = [target]
-        while stack:
-            node = stack.pop()
-            callers = self.callers.get(node)
-            if not callers:
-                return None  # an entry point: nothing is known about its mode
-            for caller, region in callers:
-                if region == "guarded":
-                    path = self.modules[caller[0]].path
-                    guards.append(f"`{caller[1]}` ({path})")
-                    continue
-                if self.unresolved_count(caller[1]) or caller[1] == MODULE_SCOPE:
-                    return None
-                if caller not in seen:
-                    seen.add(caller)
-                    stack.append(caller)
-        if not guards:
-            return None
-        return "every call path passes through `inference_mode(False)` in " + ", ".join(
-            sorted(set(guards))
-        )
 
 
 def _fact_key(d: DefSummary, text: str, s: FileSummary) -> str | None:
