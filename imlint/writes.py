@@ -99,26 +99,39 @@ def find_writes(
                 site.call, how, site.frames, site.order, site.call, f, site.positions, kind
             )
         )
-    returned = untagged(index.returned(f))
-    if wanted & returned:
-        for key, kind, who in index.returned_writes.get(f.qualname, ()):
-            # Callers that write one entry of a returned mapping write that buffer only.
-            if key and entry_key is not None and key != entry_key:
-                continue
-            if any(w.kind == kind for w in site.writes):
-                continue  # a write this module shows, with its line, says it already
-            entry = f"[{key[1:]}] of " if key.startswith("#") else f'["{key}"] of ' if key else ""
-            text = f"{who} writes {entry}what {f.qualname}() returns"
-            site.writes.append(
-                InplaceWrite(
-                    site.call, text, site.frames, site.order, site.call, f, site.positions, kind
-                )
-            )
-    handed = callbacks.get(f.name) if f.parent is None and f.cls is None else None
-    if handed is not None and wanted & returned:
-        site.writes.append(handed)  # the function is handed to outside code, with its result
+    if wanted & untagged(index.returned(f)):
+        _callers_writes(site, index, entry_key)
+        handed = callbacks.get(f.name) if f.parent is None and f.cls is None else None
+        if handed is not None:
+            site.writes.append(handed)  # handed to outside code, with its result
     # Visiting order is source order: the first write is the one a message cites.
     site.writes.sort(key=lambda w: w.order)
+
+
+def _callers_writes(site: AllocationSite, index: ModuleIndex, entry_key: str | None) -> None:
+    """Writes by callers of the site's function into what it returns (the project
+    index's ``returned_writes``): the whole result, or the entry or item they write."""
+    f = site.function
+    for key, kind, who in index.returned_writes.get(f.qualname, ()):
+        # Callers that write one entry or item of the result write that buffer only.
+        if key and entry_key is not None and key != entry_key:
+            continue
+        if any(w.kind == kind for w in site.writes):
+            continue  # a write this module shows, with its line, says it already
+        text = f"{who} writes {_entry_text(key)}what {f.qualname}() returns"
+        site.writes.append(
+            InplaceWrite(
+                site.call, text, site.frames, site.order, site.call, f, site.positions, kind
+            )
+        )
+
+
+def _entry_text(key: str) -> str:
+    """How a message names the part of a result a caller writes: ``[1] of`` for an
+    item (``#1``), ``["out"] of`` for an entry, nothing for the whole result."""
+    if not key:
+        return ""
+    return f"[{key[1:]}] of " if key.startswith("#") else f'["{key}"] of '
 
 
 def _entry_key(site: AllocationSite, own: FunctionAnalysis, sid: int) -> str | None:
