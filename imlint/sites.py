@@ -159,7 +159,13 @@ def resolve_laziness(
                 return
     for exit_ in fa.f.early_exits:
         if exit_.order < site.order and is_prefix(exit_.frames, site.frames):
-            if fa.mentions(exit_.test) & related:
+            mentioned = fa.mentions(exit_.test)
+            # ``if cap >= n: return`` then ``self._a = ...; self._b = ...``: storage the
+            # test reads and the function fills after it makes the rest a miss too.
+            refilled = any(
+                s.order > exit_.order for k in mentioned & keys.keys() for s in keys[k]
+            )
+            if mentioned & related or refilled:
                 site.lazy = "cache miss"
                 site.lazy_exit = exit_
                 site.lazy_test = expr_text(exit_.test)

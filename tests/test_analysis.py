@@ -380,6 +380,26 @@ def test_sibling_cache_filled_in_the_same_branch_is_lazy():
     assert check(code) == [(6, "IM002"), (7, "IM002")]
 
 
+def test_siblings_filled_after_an_early_exit_on_one_cache_are_lazy():
+    """``if cap >= n: return`` reads one buffer; everything the function fills after
+    it runs only on a miss, not only the buffer the test reads."""
+    code = """
+    import torch
+    class A:
+        def grow(self, n):
+            cap = 0 if self._a is None else self._a.shape[0]
+            if cap >= n:
+                return
+            self._a = torch.empty(n)
+            self._b = torch.empty(n)
+        def other(self, n):
+            if n > 3:
+                return
+            self._c = torch.empty(n)
+    """
+    assert check(code) == [(8, "IM002"), (9, "IM002")]
+
+
 def test_lazy_positions_equal_libcst_position_provider():
     """The model's on-demand ranges are the ranges LibCST's PositionProvider gives."""
     from libcst.metadata import MetadataWrapper, PositionProvider
