@@ -162,9 +162,7 @@ def resolve_laziness(
             mentioned = fa.mentions(exit_.test)
             # ``if cap >= n: return`` then ``self._a = ...; self._b = ...``: storage the
             # test reads and the function fills after it makes the rest a miss too.
-            refilled = any(
-                s.order > exit_.order for k in mentioned & keys.keys() for s in keys[k]
-            )
+            refilled = any(s.order > exit_.order for k in mentioned & keys.keys() for s in keys[k])
             if mentioned & related or refilled:
                 site.lazy = "cache miss"
                 site.lazy_exit = exit_
