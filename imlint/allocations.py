@@ -14,7 +14,7 @@ from imlint.options import AnalysisOptions
 from imlint.positions import Positions
 from imlint.project import FileFacts
 from imlint.semantic import AllocationSite, Frames, FunctionModel
-from imlint.vocabulary import SIZED_FACTORIES
+from imlint.vocabulary import SIZED_FACTORIES, TENSOR_DERIVING_METHODS
 from imlint.walk import walk
 
 
@@ -107,6 +107,8 @@ class SiteFinder:
         head, _, rest = q.partition(".")
         if head == "torch" and rest in TORCH_ALLOCATORS:
             return q, None, False, ""
+        if deriving_method(func, self.imports):
+            return f".{func.attr.value}", None, False, ""  # type: ignore[attr-defined]
         if self.options.extra_allocators and name_matches(q, self.options.extra_allocators):
             last = q.rsplit(".", 1)[-1]
             chain = f"`{q}` is a configured allocator (extra-allocators)"
@@ -169,6 +171,18 @@ class SiteFinder:
         if known is not None:
             return None, f"`{key}`: {known[0]}"
         return None, None
+
+
+def deriving_method(func: cst.BaseExpression, imports: ImportMap) -> bool:
+    """``x.to(d)``, ``w.float()``, ``t.exp()``: a tensor method that makes a new tensor
+    from its receiver (``vocabulary.TENSOR_DERIVING_METHODS``). A function of an
+    imported module spelled the same way (``math.exp(x)``) is not one."""
+    if not isinstance(func, cst.Attribute) or func.attr.value not in TENSOR_DERIVING_METHODS:
+        return False
+    receiver = func.value
+    while isinstance(receiver, cst.Attribute):
+        receiver = receiver.value
+    return not (isinstance(receiver, cst.Name) and receiver.value in imports.names)
 
 
 def zero_elements(node: cst.Call) -> bool:

@@ -71,6 +71,7 @@ def build_model(
         facts.returned_writes,
         members=_members(collector),
         per_call_params=facts.per_call_params,
+        derived=frozenset(i for i, site in enumerate(allocations) if site.derived),
     )
     analyses = {id(f): FunctionAnalysis(f, index) for f in collector.functions}
     index.analyses = analyses
@@ -101,6 +102,14 @@ def build_model(
             if store.value is None:
                 continue
             reaching = fa.flow(store.value)
+            # ``p = torch.clamp(x); p = p.repeat_interleave(k)``: what ``p`` held before
+            # a method remade it is the site.
+            reaching -= {
+                sid
+                for sid in reaching
+                if sid in index.derived
+                and (fa.flow(allocations[sid].call.func.value) - {sid}) & reaching  # type: ignore[attr-defined]
+            }
             if any(allocations[sid].chain is None for sid in reaching):
                 # A torch allocation is what is stored (``helper(n).new_zeros(n)``):
                 # the calls it is derived from are not the site.

@@ -48,7 +48,14 @@ from imlint.kinds import (
 )
 from imlint.options import AnalysisOptions
 from imlint.project import FileFacts
-from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_ALLOCATORS, TORCH_COMPUTE, TORCH_FACTORIES
+from imlint.vocabulary import (
+    DERIVING_CALL,
+    TENSOR_DERIVING_METHODS,
+    TENSOR_NEW_METHODS,
+    TORCH_ALLOCATORS,
+    TORCH_COMPUTE,
+    TORCH_FACTORIES,
+)
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -60,6 +67,7 @@ _LINES = re.compile(r"(?<=\n)")
 #: Calls that fill storage (the model's ``setdefault``/``update``/``__setitem__``/
 #: ``register_buffer``/``setattr`` stores) and ``:=``: expressions to look inside.
 _STORE_CALLS = frozenset(STORE_METHODS)
+_KEEPING_CALLS = frozenset(STORE_METHODS) | {"setattr", "append", "extend", "insert"}
 _TRIGGER = re.compile("|".join(sorted(STORE_METHODS)) + r"|setattr|:=")
 
 
@@ -93,6 +101,8 @@ def _calls_pattern(names: frozenset[str]) -> re.Pattern[str]:
 
 #: A call of one of torch's computing functions through an attribute (``torch.cat(``).
 _COMPUTE_CALL = re.compile(r"\.\s*(?:" + "|".join(sorted(TORCH_COMPUTE)) + r")\s*\(")
+#: A tensor method that makes a new tensor from its receiver (``x.to(``).
+_DERIVING_CALL = re.compile(DERIVING_CALL)
 
 
 def allocator_names(
@@ -156,7 +166,13 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
         unit.words = _word_set(source)
         direct = bool(unit.words & allocating) and bool(calls.search(source))
         computed = bool(unit.words & TORCH_COMPUTE) and bool(_COMPUTE_CALL.search(source))
-        calls_allocator = direct or computed
+        derived = (
+            not (direct or computed)
+            and bool(unit.words & TENSOR_DERIVING_METHODS)
+            and bool(_DERIVING_CALL.search(source))
+            and _keeps_derived(unit.node, cache_names)
+        )
+        calls_allocator = direct or computed or derived
         if unit.function and not calls_allocator:
             continue
         if unit.function:
@@ -347,6 +363,70 @@ def _trigger_lines(text: str) -> set[int]:
     return {bisect.bisect_right(starts, m.start()) for m in _TRIGGER.finditer(text)}
 
 
+def _keeps_derived(node: ast.stmt, cache_names: set[str]) -> bool:
+    """Whether a tensor a method derives (``x.to(d)``, ``w.float()``) can be what the
+    unit keeps: the call is in a statement that stores into an attribute, an entry, a
+    container or a global, or returns from a cached function, or in the value of a local
+    that such a statement reads (``a = x.to(d); b = a``, to a fixed point). Most
+    conversions are neither (``h = x.to(dtype)`` in a forward), and the unit then cannot
+    hold a site made that way."""
+    statements = list(_statements([node]))
+    cached = any(isinstance(s, _FUNCTIONS) and _cache_decorated(s, cache_names) for s in statements)
+    declared = {n for s in statements if isinstance(s, (ast.Global, ast.Nonlocal)) for n in s.names}
+    stores: list[ast.AST] = []
+    bound: list[tuple[set[str], ast.AST]] = []  # (local names bound, the value they get)
+    for stmt in statements:
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            nodes = [n for t in targets for n in _target_nodes(t)]
+            names = {n.id for n in nodes if isinstance(n, ast.Name)}
+            if names & declared or any(
+                isinstance(n, (ast.Attribute, ast.Subscript)) for n in nodes
+            ):
+                stores.append(stmt)
+            value = stmt.iter if isinstance(stmt, (ast.For, ast.AsyncFor)) else stmt.value
+            if value is not None:
+                bound.append((names, value))
+        elif (cached and isinstance(stmt, ast.Return)) or (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and _last_names(stmt.value.func) & _KEEPING_CALLS
+        ):
+            stores.append(stmt)
+    derived = {n for names, v in bound if _derives(v) for n in names}
+    grown = bool(derived)
+    while grown:
+        grown = False
+        for names, v in bound:
+            if not names <= derived and _reads(v, derived):
+                derived |= names
+                grown = True
+    return any(_derives(s) or _reads(s, derived) for s in stores)
+
+
+def _reads(tree: ast.AST, names: set[str]) -> bool:
+    return bool(names) and any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(tree))
+
+
+def _cache_decorated(node: ast.FunctionDef | ast.AsyncFunctionDef, cache_names: set[str]) -> bool:
+    """A cached function keeps what it returns (the model: "cache" in the decorator's
+    last name, or a configured cache decorator)."""
+    for d in node.decorator_list:
+        names = _last_names(d.func if isinstance(d, ast.Call) else d)
+        if any("cache" in n.lower() or n in cache_names for n in names):
+            return True
+    return False
+
+
+def _derives(tree: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in TENSOR_DERIVING_METHODS
+        for n in ast.walk(tree)
+    )
+
+
 def _statements(body: Iterable[ast.stmt]) -> Iterator[ast.stmt]:
     """Every statement in ``body``, nested ones included (expressions are not entered)."""
     stack = list(reversed(list(body)))
@@ -394,12 +474,7 @@ def _scan(unit: _Unit, triggers: set[int], containers: _Containers, cache_names:
         elif isinstance(stmt, (ast.Global, ast.Nonlocal)):
             declared.update(stmt.names)
         elif isinstance(stmt, _FUNCTIONS) and not scan.cached:
-            # A cached function keeps what it returns (the model: "cache" in the
-            # decorator's last name, or a configured cache decorator).
-            for d in stmt.decorator_list:
-                names = _last_names(d.func if isinstance(d, ast.Call) else d)
-                if any("cache" in n.lower() or n in cache_names for n in names):
-                    scan.cached = True
+            scan.cached = _cache_decorated(stmt, cache_names)
         if _touches(stmt, triggers):
             # ``setattr``/``register_buffer`` at the constructor's own level: construction.
             own = id(stmt) in constructor_body

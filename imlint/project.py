@@ -44,6 +44,7 @@ from imlint.vocabulary import (
     INFERENCE_MODE_NAMES,
     NON_TENSOR_METHODS,
     SIZED_FACTORIES,
+    TENSOR_DERIVING_METHODS,
     TENSOR_NEW_METHODS,
     TORCH_ALLOCATORS,
     TORCH_FACTORIES,
@@ -523,6 +524,8 @@ class _Summarizer(_FastVisitor):
         if last is not None:
             if last in self.vocabulary:
                 self.may_allocate = True
+            elif isinstance(func, ast.Attribute) and last in TENSOR_DERIVING_METHODS:
+                self.may_allocate = True  # ``x.to(d)``
             elif isinstance(func, ast.Name):
                 self.name_calls.add(last)
         if self.is_allocator(node) is not None:

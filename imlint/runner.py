@@ -42,7 +42,7 @@ from imlint.config import Settings
 from imlint.finding import Finding
 from imlint.outcome import Outcome
 from imlint.project import FileFacts
-from imlint.vocabulary import TENSOR_NEW_METHODS, TORCH_ALLOCATORS
+from imlint.vocabulary import DERIVING_CALL, TENSOR_NEW_METHODS, TORCH_ALLOCATORS
 
 CACHE_DIR = ".imlint_cache"
 #: What a file means depends on the Python that parses it (syntax errors, the marshal
@@ -61,7 +61,8 @@ def allocator_pattern(settings: Settings) -> re.Pattern[bytes]:
     for name in settings.options.extra_allocators:
         words.add(name.rsplit(".", 1)[-1])
     alternation = "|".join(sorted(re.escape(w) for w in words))
-    return re.compile(rb"\b(?:" + alternation.encode() + rb")\b")
+    # ``x.to(d)``: a deriving method only as a call (``to`` is a word of every file).
+    return re.compile(rb"\b(?:" + alternation.encode() + rb")\b|" + DERIVING_CALL.encode())
 
 
 # ---------------------------------------------------------------------------- the cache

@@ -15,7 +15,7 @@ from imlint.kinds import CONSTRUCTORS
 from imlint.names import ImportMap
 from imlint.options import AnalysisOptions
 from imlint.positions import Positions
-from imlint.vocabulary import content_of
+from imlint.vocabulary import TENSOR_DERIVING_METHODS, content_of
 
 #: Write kinds (see :class:`InplaceWrite`).
 TORCH_WRITE = "torch"
@@ -166,6 +166,13 @@ class AllocationSite:
         kernel write (see :attr:`tier`)."""
         kinds = (KERNEL_WRITE, HANDED_WRITE) if self.tier == KERNEL_TIER else (KERNEL_WRITE,)
         return [w for w in self.writes if w.kind in kinds]
+
+    @property
+    def derived(self) -> bool:
+        """Made by a method from the tensor it is called on (``x.to(d)``, ``w.exp()``):
+        when that tensor is itself a fresh allocation, that allocation is the site."""
+        name = self.allocator[1:]
+        return self.chain is None and self.allocator[:1] == "." and name in TENSOR_DERIVING_METHODS
 
     @property
     def content(self) -> str:

@@ -168,13 +168,16 @@ class FunctionAnalysis:
             e = stack.pop()
             if isinstance(e, cst.Call):
                 sid = sites.get(id(e))
+                method = isinstance(e.func, cst.Attribute)
+                if sid is not None and sid in self.index.derived:
+                    # ``torch.zeros(n).to(d)``: the innermost fresh tensor is the site.
+                    assert isinstance(e.func, cst.Attribute)
+                    out |= self.flow(e.func.value, seen) or {sid}
+                    continue
                 if sid is not None:
                     out.add(sid)
-                if (
-                    isinstance(e.func, cst.Attribute)
-                    and e.func.attr.value not in NON_TENSOR_METHODS
-                ):
-                    stack.append(e.func.value)
+                if method and e.func.attr.value not in NON_TENSOR_METHODS:  # type: ignore[attr-defined]
+                    stack.append(e.func.value)  # type: ignore[attr-defined]
             elif isinstance(e, cst.Subscript):
                 stack.append(e.value)
             elif isinstance(e, cst.Attribute):
@@ -358,6 +361,8 @@ class ModuleIndex:
     per_call_params: frozenset[str] = frozenset()
     #: ``(receiver, method)`` -> method, for ``Pool.make(...)`` and ``_POOL.get(...)``
     members: dict[tuple[str, str], FunctionModel] = field(default_factory=dict)
+    #: sites made by a method from its receiver (``AllocationSite.derived``)
+    derived: frozenset[int] = frozenset()
     analyses: dict[int, FunctionAnalysis] = field(default_factory=dict)
     _returned: dict[int, frozenset[str]] = field(default_factory=dict)
 

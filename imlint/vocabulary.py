@@ -22,6 +22,17 @@ TORCH_FACTORIES = frozenset(
         "rand",
         "randn",
         "randint",
+        "rand_like",
+        "randn_like",
+        "randint_like",
+        "empty_permuted",
+        "scalar_tensor",
+        "logspace",
+        "hann_window",
+        "hamming_window",
+        "blackman_window",
+        "bartlett_window",
+        "kaiser_window",
     }
 )
 
@@ -44,6 +55,35 @@ TENSOR_NEW_METHODS = frozenset(
     {"new_empty", "new_zeros", "new_ones", "new_full", "new_tensor", "clone"}
 )
 
+#: Tensor methods that copy the tensor they are called on into new storage when they
+#: change something: a dtype or device conversion, a contiguous copy, a copy to pinned
+#: host memory (``x.to(device)``, ``w.float()``, ``t.contiguous()``). When nothing
+#: changes they return the tensor itself; either way, kept lazily under inference mode,
+#: what is kept may be a new inference tensor (flash-attention's rotary cache:
+#: ``self._cos_cached = cos.to(dtype)``).
+TENSOR_CONVERSIONS = frozenset(
+    {"to", "float", "half", "bfloat16", "double", "int", "long", "bool", "cuda", "cpu",
+     "contiguous", "pin_memory"}
+)  # fmt: skip
+
+#: Tensor methods that compute a new tensor (``w.exp()``, ``t.index_select(0, i)``):
+#: torch's computing functions that Python numbers and numpy arrays do not have as
+#: methods. Called on an imported module (``math.exp(x)``, ``np.sqrt(x)``) they are not
+#: tensor methods.
+TENSOR_COMPUTE_METHODS = frozenset(
+    {"exp", "exp2", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "softmax", "cos", "sin",
+     "pow", "outer", "matmul", "mm", "bmm", "tril", "triu", "gather", "index_select",
+     "masked_select", "repeat_interleave", "abs", "clamp", "flip", "roll", "tile"}
+)  # fmt: skip
+
+#: Methods that make a new tensor from the one they are called on; only the innermost
+#: of a chain is a site (``w.float().contiguous()``: the ``float()``; ``torch.zeros(n)
+#: .to(d)``: the ``zeros``).
+TENSOR_DERIVING_METHODS = TENSOR_CONVERSIONS | TENSOR_COMPUTE_METHODS
+
+#: A call of one of them, as bytes and text patterns match it (``.to(``).
+DERIVING_CALL = r"\.\s*(?:" + "|".join(sorted(TENSOR_DERIVING_METHODS)) + r")\s*\("
+
 #: What a new tensor holds when made, by allocator name (``torch.empty``, ``.new_empty``):
 #: ``blank`` storage is uninitialized, so whatever it is used for, a writer fills it
 #: first; ``zeroed`` storage is the start of a workspace, a counter or an accumulator as
@@ -52,7 +92,9 @@ TENSOR_NEW_METHODS = frozenset(
 #: project, it is taken as an input unless something shows a write (see ``tier`` in
 #: ``imlint/semantic.py``).
 CONTENT_OF_ALLOCATOR = {
-    **dict.fromkeys(("empty", "empty_like", "empty_strided", "new_empty"), "blank"),
+    **dict.fromkeys(
+        ("empty", "empty_like", "empty_strided", "empty_permuted", "new_empty"), "blank"
+    ),
     **dict.fromkeys(("zeros", "zeros_like", "new_zeros"), "zeroed"),
 }
 
@@ -64,6 +106,8 @@ def content_of(allocator: str) -> str:
 
 #: Factories whose first argument is a size: a literal 0 in it makes a placeholder.
 SIZED_FACTORIES = TORCH_FACTORIES - {
+    "scalar_tensor",
+    "logspace",
     "arange",
     "tensor",
     "linspace",

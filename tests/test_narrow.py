@@ -262,6 +262,10 @@ METHODS = [
     "def lazy_w(self, n):\n    if self._w is None:\n        self._w = self._buf.new_zeros(n)",
     "@property\ndef w(self):\n    return self._w",
     "def imp(self):\n    import numpy as torch2\n    return torch2",
+    "def conv(self, x):\n    if self._c is None or self._c.device != x.device:\n        self._c = self._c.to(x.device)",
+    "def conv_local(self, x):\n    if self._d is None:\n        a = x.float()\n        b = a\n        self._d = b",
+    "def conv_write(self):\n    self._c.zero_()\n    self._d.mul_(2)",
+    "def fwd(self, x):\n    h = x.to(self._k)\n    return h.exp()",
 ]
 FUNCTIONS = [
     "def get_buf(n):\n    global _BUF\n    if _BUF is None:\n        _BUF = torch.empty(n)\n    return _BUF",
@@ -291,6 +295,10 @@ FUNCTIONS = [
     "def slot(reg, k):\n    if not reg.slots[k]:\n        reg.slots[k] = torch.ones(k)",
     "def decl_slots(reg):\n    reg.slots = {}",
     "def not_dict(k):\n    global _FLAG\n    if _FLAG:\n        _NOT[k] = torch.empty(1)",
+    "@lru_cache\ndef bias(t):\n    b = t.float().contiguous()\n    return b",
+    "def bias_write(t):\n    bias(t).zero_()",
+    "def to_global(x):\n    global _BUF\n    if _BUF is None:\n        _BUF = x.to(torch.float32)",
+    "def to_pool(x):\n    for y in x:\n        if y not in _CACHE:\n            _CACHE[y] = y.half()",
 ]
 
 
@@ -312,7 +320,7 @@ def _module(rng: random.Random) -> str:
         "class Pool:",
         '    """Docs\n    over lines."""',
         "    _TABLE = [\n        1,\n    ]",
-        "    def __init__(self):\n        self._k = {}\n        self._buf = None\n        self._w = None",
+        "    def __init__(self):\n        self._k = {}\n        self._buf = None\n        self._w = None\n        self._c = self._d = None",
     ]
     parts += [textwrap.indent(m, "    ") for m in methods]
     parts += functions

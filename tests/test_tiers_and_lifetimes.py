@@ -179,6 +179,50 @@ def test_torch_functions_that_compute_are_allocations_and_views_are_not():
     assert codes(code) == [(6, "IM005")]
 
 
+def test_conversions_and_tensor_methods_that_compute_make_new_tensors():
+    """``x.to(d)``, ``w.float()``, ``t.exp()`` kept lazily may keep a new inference
+    tensor; only the innermost fresh tensor of a chain is a site, a module's function
+    spelled like a method (``math.exp``) is not one, and a method that remakes a fresh
+    local (``p = p.repeat_interleave(k)``) leaves the first allocation the site."""
+    code = """
+    import functools
+    import math
+    import torch
+
+    class Rope:
+        def get(self, x):
+            if self._cos is None or self._cos.device != x.device:
+                self._cos = self._cos.to(x.device)
+            if self._w is None:
+                self._w = torch.zeros(4).to(x.device).float()
+            if self._a is None:
+                self._a = -self.a_log.float().exp()
+            return self._cos
+
+    @functools.lru_cache
+    def bias(t, h):
+        return t.float().contiguous().view(h, -1)
+
+    @functools.lru_cache
+    def scale(x):
+        return math.exp(x)
+
+    _C = {}
+
+    def positions(x, k):
+        if k not in _C:
+            p = torch.clamp(x, min=0).to(torch.int64)
+            if k > 2:
+                p = p.repeat_interleave(k)
+            _C[k] = p
+        return _C[k]
+    """
+    assert codes(code) == [(9, "IM005"), (11, "IM005"), (13, "IM005"), (18, "IM005"), (28, "IM005")]
+    assert [c for _, c in codes(code.replace("return self._cos", "self._cos.zero_()"))][:1] == [
+        "IM001"
+    ]
+
+
 def test_a_rebound_fresh_object_stays_this_calls():
     code = """
     import torch
