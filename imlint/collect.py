@@ -228,6 +228,7 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
     def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
         if self.func is not None:
             self.func.globals.update(n.name.value for n in node.names)
+            self.func.nonlocals.update(n.name.value for n in node.names)
 
     # ---- frames
 

@@ -227,6 +227,8 @@ class FunctionModel:
     decorator_mode: Mode | None
     cached: bool
     globals: set[str] = field(default_factory=set)
+    #: the ``nonlocal`` ones among ``globals``: locals of the enclosing call
+    nonlocals: set[str] = field(default_factory=set)
     defs: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
     other_bound: set[str] = field(default_factory=set)  # for/with/except/import targets
     fresh_texts: dict[str, int] = field(default_factory=dict)  # target text -> order of fresh store

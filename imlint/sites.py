@@ -13,6 +13,7 @@ from imlint.names import (
 )
 from imlint.semantic import AllocationSite, Frame, Frames, FunctionModel, Mode, Store
 from imlint.values import FunctionAnalysis
+from imlint.walk import walk
 
 
 def persistent(store: Store, fa: FunctionAnalysis) -> bool:
@@ -23,7 +24,9 @@ def persistent(store: Store, fa: FunctionAnalysis) -> bool:
     if store.kind == "return":
         return True
     if store.kind == "global":
-        return True
+        # ``nonlocal x; x = ...``: a local of the enclosing call, kept beyond it only
+        # when this function escapes that call (returned, stored, handed on).
+        return _root_name(store.root) not in f.nonlocals or escapes(f)
     kind = fa.root_kind(store.root)
     if kind == "local":
         return False
@@ -49,6 +52,22 @@ def persistent(store: Store, fa: FunctionAnalysis) -> bool:
             or container.endswith(".__dict__")
         ) and not _is_slice_store(store)
     return False
+
+
+def escapes(f: FunctionModel) -> bool:
+    """Whether a nested function can outlive the call that defines it: its enclosing
+    function uses its name other than to call it."""
+    parent = f.parent
+    if parent is None:
+        return True
+    called = {id(n.func) for n in walk(parent.node.body) if isinstance(n, cst.Call)}
+    return any(
+        isinstance(n, cst.Name)
+        and n.value == f.name
+        and id(n) not in called
+        and n is not f.node.name
+        for n in walk(parent.node.body)
+    )
 
 
 def _root_name(expr: cst.BaseExpression | None) -> str | None:

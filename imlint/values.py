@@ -267,6 +267,8 @@ class FunctionAnalysis:
         """A name this function does not bind: an enclosing function's local (a closure
         sees the enclosing call's value), else module storage."""
         parent = self.f.parent
+        if name in self.f.nonlocals:
+            return {"store:" + name}  # ``nonlocal buf``: the storage this function fills
         while parent is not None:
             if parent.is_local(name):
                 return self.index.analyses[id(parent)].tokens(cst.Name(name), seen)

@@ -885,3 +885,33 @@ def test_a_library_named_like_a_project_module_is_outside_code(tmp_path):
         },
     )
     assert _check(tmp_path) == [("use.py", 9, "IM002", "warning")]
+
+
+def test_a_nonlocal_is_kept_only_when_the_nested_function_escapes():
+    """``nonlocal dec`` names a local of the enclosing call: a helper only called there
+    fills that call's output; a closure that is returned keeps it across calls."""
+    code = """
+    import torch
+
+    def decode(parts):
+        dec = None
+        def write_part(x):
+            nonlocal dec
+            if dec is None:
+                dec = torch.empty(10)
+            dec.copy_(x)
+        for p in parts:
+            write_part(p)
+        return dec
+
+    def make():
+        buf = None
+        def get(n):
+            nonlocal buf
+            if buf is None:
+                buf = torch.empty(n)
+            buf.zero_()
+            return buf
+        return get
+    """
+    assert codes(code) == [(20, "IM001")]
