@@ -102,13 +102,15 @@ class SiteFinder:
         if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_NEW_METHODS:
             return f".{func.attr.value}", None, False, ""
         q = self.imports.qualify(func)
+        if q is None or not q.startswith("torch."):
+            # ``x.to(d)``, ``t.detach().float()``: a method that derives a new tensor
+            if deriving_method(func, self.imports):
+                return f".{func.attr.value}", None, False, ""  # type: ignore[attr-defined]
         if q is None:
             return None
         head, _, rest = q.partition(".")
         if head == "torch" and rest in TORCH_ALLOCATORS:
             return q, None, False, ""
-        if deriving_method(func, self.imports):
-            return f".{func.attr.value}", None, False, ""  # type: ignore[attr-defined]
         if self.options.extra_allocators and name_matches(q, self.options.extra_allocators):
             last = q.rsplit(".", 1)[-1]
             chain = f"`{q}` is a configured allocator (extra-allocators)"
