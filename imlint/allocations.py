@@ -102,10 +102,9 @@ class SiteFinder:
         if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_NEW_METHODS:
             return f".{func.attr.value}", None, False, ""
         q = self.imports.qualify(func)
-        if q is None or not q.startswith("torch."):
-            # ``x.to(d)``, ``t.detach().float()``: a method that derives a new tensor
-            if deriving_method(func, self.imports):
-                return f".{func.attr.value}", None, False, ""  # type: ignore[attr-defined]
+        method = deriving_method(func, self.imports)
+        if method is not None and not (q or "").startswith("torch."):
+            return f".{method}", None, False, ""  # ``x.to(d)``, ``t.detach().float()``
         if q is None:
             return None
         head, _, rest = q.partition(".")
@@ -175,16 +174,18 @@ class SiteFinder:
         return None, None
 
 
-def deriving_method(func: cst.BaseExpression, imports: ImportMap) -> bool:
-    """``x.to(d)``, ``w.float()``, ``t.exp()``: a tensor method that makes a new tensor
-    from its receiver (``vocabulary.TENSOR_DERIVING_METHODS``). A function of an
-    imported module spelled the same way (``math.exp(x)``) is not one."""
+def deriving_method(func: cst.BaseExpression, imports: ImportMap) -> str | None:
+    """The method's name for ``x.to(d)``, ``w.float()``, ``t.exp()``: a tensor method
+    that makes a new tensor from its receiver (``vocabulary.TENSOR_DERIVING_METHODS``).
+    A function of an imported module spelled the same way (``math.exp(x)``) is not one."""
     if not isinstance(func, cst.Attribute) or func.attr.value not in TENSOR_DERIVING_METHODS:
-        return False
+        return None
     receiver = func.value
     while isinstance(receiver, cst.Attribute):
         receiver = receiver.value
-    return not (isinstance(receiver, cst.Name) and receiver.value in imports.names)
+    if isinstance(receiver, cst.Name) and receiver.value in imports.names:
+        return None
+    return func.attr.value
 
 
 def zero_elements(node: cst.Call) -> bool:

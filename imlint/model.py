@@ -106,9 +106,8 @@ def build_model(
             # a method remade it is the site.
             reaching -= {
                 sid
-                for sid in reaching
-                if sid in index.derived
-                and (fa.flow(allocations[sid].call.func.value) - {sid}) & reaching  # type: ignore[attr-defined]
+                for sid in reaching & index.derived
+                if (fa.flow(allocations[sid].receiver) - {sid}) & reaching  # type: ignore[arg-type]
             }
             if any(allocations[sid].chain is None for sid in reaching):
                 # A torch allocation is what is stored (``helper(n).new_zeros(n)``):

@@ -164,15 +164,7 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
     for i, unit in enumerate(units):
         source = _text(lines, unit)
         unit.words = _word_set(source)
-        direct = bool(unit.words & allocating) and bool(calls.search(source))
-        computed = bool(unit.words & TORCH_COMPUTE) and bool(_COMPUTE_CALL.search(source))
-        derived = (
-            not (direct or computed)
-            and bool(unit.words & TENSOR_DERIVING_METHODS)
-            and bool(_DERIVING_CALL.search(source))
-            and _keeps_derived(unit.node, cache_names)
-        )
-        calls_allocator = direct or computed or derived
+        calls_allocator = _allocates(unit, source, allocating, calls, cache_names)
         if unit.function and not calls_allocator:
             continue
         if unit.function:
@@ -361,6 +353,23 @@ def _trigger_lines(text: str) -> set[int]:
     starts = [0]
     starts.extend(m.end() for m in re.finditer("\n", text))
     return {bisect.bisect_right(starts, m.start()) for m in _TRIGGER.finditer(text)}
+
+
+def _allocates(
+    unit: _Unit, source: str, names: set[str], calls: re.Pattern[str], cache_names: set[str]
+) -> bool:
+    """Whether a unit calls something that makes a tensor: a name in ``names`` (torch's
+    factories, the project's allocating callables), torch's computing functions through
+    an attribute, or a deriving method whose tensor can be what the unit keeps."""
+    if unit.words & names and calls.search(source):
+        return True
+    if unit.words & TORCH_COMPUTE and _COMPUTE_CALL.search(source):
+        return True
+    return (
+        bool(unit.words & TENSOR_DERIVING_METHODS)
+        and bool(_DERIVING_CALL.search(source))
+        and _keeps_derived(unit.node, cache_names)
+    )
 
 
 def _keeps_derived(node: ast.stmt, cache_names: set[str]) -> bool:

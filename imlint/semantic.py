@@ -175,6 +175,12 @@ class AllocationSite:
         return self.chain is None and self.allocator[:1] == "." and name in TENSOR_DERIVING_METHODS
 
     @property
+    def receiver(self) -> cst.BaseExpression | None:
+        """The tensor a derived site is made from (``x`` of ``x.to(d)``)."""
+        func = self.call.func
+        return func.value if self.derived and isinstance(func, cst.Attribute) else None
+
+    @property
     def content(self) -> str:
         """What the tensor holds when made (``vocabulary.content_of``): behind a call
         (IM003), what the project index says the callee returns; ``content`` once filled

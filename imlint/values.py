@@ -168,16 +168,15 @@ class FunctionAnalysis:
             e = stack.pop()
             if isinstance(e, cst.Call):
                 sid = sites.get(id(e))
-                method = isinstance(e.func, cst.Attribute)
-                if sid is not None and sid in self.index.derived:
+                func = e.func
+                if sid in self.index.derived and isinstance(func, cst.Attribute):
                     # ``torch.zeros(n).to(d)``: the innermost fresh tensor is the site.
-                    assert isinstance(e.func, cst.Attribute)
-                    out |= self.flow(e.func.value, seen) or {sid}
+                    out |= self.flow(func.value, seen) or {sid}
                     continue
                 if sid is not None:
                     out.add(sid)
-                if method and e.func.attr.value not in NON_TENSOR_METHODS:  # type: ignore[attr-defined]
-                    stack.append(e.func.value)  # type: ignore[attr-defined]
+                if isinstance(func, cst.Attribute) and func.attr.value not in NON_TENSOR_METHODS:
+                    stack.append(func.value)
             elif isinstance(e, cst.Subscript):
                 stack.append(e.value)
             elif isinstance(e, cst.Attribute):
