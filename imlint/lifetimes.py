@@ -181,6 +181,9 @@ def is_test_module(module: str) -> bool:
 #: sglang and vllm settle in eight).
 _ROUNDS = 32
 
+#: Constructors handing an argument on to constructors, followed this deep.
+_KEEP_DEPTH = 3
+
 
 class Lifetimes:
     """Per-call classes and parameters of a project (see the module doc)."""
@@ -288,12 +291,35 @@ class Lifetimes:
                 return False
         return self._made_long(s, d, callee)
 
-    def _keeps(self, init: Target, key: str) -> bool:
-        """Whether a constructor keeps the argument passed as ``key``."""
-        name = self.index.param_name(init, key)
-        ts = self.index.modules.get(init[0])
+    def _keeps(self, init: Target, key: str, depth: int = 0) -> bool:
+        """Whether a constructor keeps the argument passed as ``key``: on the object it
+        builds (``self.p = p``), or handed to another constructor whose result it keeps
+        there (``self.impl = Impl(p)``, where ``Impl`` keeps ``p``; a class without a
+        constructor of its own keeps its fields)."""
+        index = self.index
+        name = index.param_name(init, key)
+        ts = index.modules.get(init[0])
         td = ts.defs.get(init[1]) if ts is not None else None
-        return td is not None and name is not None and name in td.pkept
+        if ts is None or td is None or name is None:
+            return False
+        if name in td.pkept:
+            return True
+        if depth >= _KEEP_DEPTH:
+            return False
+        on_self = {made for made, how in td.results if how == "kept:self"}
+        for callee, ckey, owner in td.passes:
+            if owner != name or callee not in on_self:
+                continue
+            target = index.resolve(ts, td, callee)
+            if target is None:
+                continue
+            if index.kind_of(target) == "class":
+                inner = index.method_of(target, "__init__")
+                if inner is None or self._keeps(inner, ckey, depth + 1):
+                    return True
+            elif _is_constructor(target[1]) and self._keeps(target, ckey, depth + 1):
+                return True
+        return False
 
     def _returns_long(self, target: Target) -> bool:
         """Whether a function's result is kept by any caller (transitively): a resolved

@@ -353,3 +353,55 @@ def test_methods_that_delegate_by_name_are_construction_when_every_way_in_is(tmp
     # Methods that only call each other are reached from somewhere unseen: not set-up.
     unseen = code.replace("backend.init_graph_state(n)", "self.backend = backend")
     assert _findings(tmp_path, {"pkg/a.py": unseen}) == [("a.py", 7, "IM001")]
+
+
+def test_a_constructor_that_hands_its_argument_to_a_kept_constructor_keeps_it(tmp_path):
+    parts = """
+    import torch
+
+    class Finalize:
+        def __init__(self, offset):
+            self.offset = offset
+            self._ids = None
+
+        def ids(self, n):
+            if self._ids is None:
+                self._ids = torch.arange(n) + self.offset
+            self._ids.add_(1)
+            return self._ids
+
+    class Impl:
+        def __init__(self, finalize):
+            self.finalize = finalize
+
+    class Kernel:
+        def __init__(self, finalize):
+            {keep}
+
+        def run(self, n):
+            return self.impl.finalize.ids(n)
+    """
+    runner = """
+    from pkg.parts import Finalize, Kernel
+
+    _KERNELS = []
+
+    def step(offset, n):
+        kernel = Kernel(Finalize(offset))
+        {use}
+        return kernel.run(n)
+
+    def serve():
+        for n in range(4):
+            step(3, n)
+    """
+    kept = parts.replace("{keep}", "self.impl = Impl(finalize)")
+    keep_kernel = runner.replace("{use}", "_KERNELS.append(kernel)")
+    # ``Kernel`` keeps ``finalize`` through ``Impl``, and a global keeps the kernel.
+    files = {"pkg/parts.py": kept, "pkg/runner.py": keep_kernel}
+    assert _findings(tmp_path, files) == [("parts.py", 11, "IM001")]
+    # The kernel made per step: what it keeps dies with it.
+    assert _findings(tmp_path, {"pkg/runner.py": runner.replace("{use}", "pass")}) == []
+    # Handed to ``Impl`` but the result not kept: the kernel does not keep the object.
+    used = parts.replace("{keep}", "self.n = len([Impl(finalize)])")
+    assert _findings(tmp_path, {"pkg/parts.py": used, "pkg/runner.py": keep_kernel}) == []
