@@ -35,7 +35,7 @@ from imlint.semantic import (
     Mode,
     Store,
 )
-from imlint.values import is_container, is_fresh, is_none
+from imlint.values import ITEMS, holds_containers, is_container, is_fresh, is_none
 from imlint.vocabulary import CACHE_DECORATORS
 from imlint.walk import walk
 
@@ -404,9 +404,12 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
                 and value is not None
                 and is_container(value, self.imports)
             ):
-                self.container_texts.add(target.value)
+                names = [target.value]
                 if self._class[-1] is not None:
-                    self.container_texts.add("self." + target.value)
+                    names.append("self." + target.value)
+                self.container_texts.update(names)
+                if holds_containers(value, self.imports):  # its items are containers too
+                    self.container_texts.update(n + ITEMS for n in names)
             elif (
                 isinstance(target, cst.Name)
                 and self._class[-1] is None
@@ -446,6 +449,8 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
                 f.fresh_texts.setdefault(text, self._order)
             if value is not None and is_container(value, self.imports):
                 self.container_texts.add(text)
+                if holds_containers(value, self.imports):
+                    self.container_texts.add(text + ITEMS)
         elif isinstance(target, cst.Subscript):
             text = expr_text(target, f.self_name)
             container = expr_text(target.value, f.self_name)

@@ -24,6 +24,7 @@ from imlint.sites import (
     persistent,
     reads_target,
     related,
+    resolve_caller_laziness,
     resolve_laziness,
     site_mode,
 )
@@ -87,6 +88,7 @@ def build_model(
             if site.function.qualname not in facts.construction:
                 site.lazy = "get-or-create helper"
 
+    fills: dict[int, set[str]] = {}  # id(function) -> the persistent storage it fills
     for f in collector.functions:
         fa = analyses[id(f)]
         persistent_stores = [s for s in f.stores if persistent(s, fa) and not dropped(s, f)]
@@ -97,6 +99,7 @@ def build_model(
             keys.setdefault(s.target, []).append(s)
             if s.container is not None and not literal_key(s):
                 keys.setdefault(s.container, []).append(s)
+        fills[id(f)] = set(keys)
         flows: dict[int, Store] = {}
         for store in persistent_stores:
             if store.value is None:
@@ -130,6 +133,10 @@ def build_model(
             site.store = store
             site.mode = site_mode(site)
             resolve_laziness(site, fa, related(store, f), keys)
+
+    for site in allocations:
+        if site.store is not None and site.lazy is None:
+            resolve_caller_laziness(site, fills.get(id(site.function), set()), analyses)
 
     # In-place writes, per scope: the function, its class, or the module.
     for site in allocations:

@@ -53,7 +53,7 @@ from imlint.vocabulary import (
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 12
+SUMMARY_VERSION = 13
 
 #: Calls whose result holds their first argument (a tensor kept by a module).
 _WRAPPERS = frozenset(
@@ -709,8 +709,10 @@ class _Summarizer(_FastVisitor):
                     if ctor:
                         scope.summary.types[target.id] = ctor
                 scope.assigned.setdefault(target.id, []).append(value)
-            if target.id in scope.globals and value is not None and self.cond:
-                scope.stores.append((target.id, value, self.region))
+            if target.id in scope.globals and value is not None:
+                scope.kept.append((value, "other"))  # ``global _m; _m = Manager()``
+                if self.cond:
+                    scope.stores.append((target.id, value, self.region))
         elif isinstance(target, (ast.Tuple, ast.List)):
             values: list[ast.expr | None]
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):

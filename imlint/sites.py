@@ -12,7 +12,7 @@ from imlint.names import (
     expr_text,
 )
 from imlint.semantic import AllocationSite, Frame, Frames, FunctionModel, Mode, Store
-from imlint.values import FunctionAnalysis
+from imlint.values import ITEMS, FunctionAnalysis
 from imlint.walk import walk
 
 
@@ -50,8 +50,17 @@ def persistent(store: Store, fa: FunctionAnalysis) -> bool:
             container in f.container_uses
             or container in fa.index.container_texts
             or container.endswith(".__dict__")
+            or _item_of_container(store, fa)
         ) and not _is_slice_store(store)
     return False
+
+
+def _item_of_container(store: Store, fa: FunctionAnalysis) -> bool:
+    """``_ws[dev][tag] = t`` where ``_ws`` holds containers (``values.holds_containers``)."""
+    root = store.root
+    if not isinstance(root, cst.Subscript):
+        return False
+    return expr_text(root.value, fa.f.self_name) + ITEMS in fa.index.container_texts
 
 
 def escapes(f: FunctionModel) -> bool:
@@ -211,3 +220,73 @@ def _enclosing_try(site: AllocationSite, handler: Frame) -> cst.Try | None:
         if isinstance(top, cst.Try) and node in top.handlers:
             return top
     return None
+
+
+def resolve_caller_laziness(
+    site: AllocationSite, fills: set[str], analyses: dict[int, FunctionAnalysis]
+) -> None:
+    """A method that fills storage whenever it runs (``def _alloc(self, n): self.max_n =
+    n; self.out = torch.empty(n)``) runs lazily when another method of its class calls
+    it only on a miss of that storage: under a test that reads it (``if n > self.max_n:
+    self._alloc(n)``), or after an exit on it (``if self.max_n >= n: return``). The
+    constructor's call builds the first buffer eagerly; a grown one is made on first use
+    of the larger size. ``fills``: the persistent storage the method fills, by text."""
+    f = site.function
+    cls = f.cls
+    if cls is None or f.self_name is None or f.is_constructor or site.lazy is not None:
+        return
+    if f.qualname in analyses[id(f)].index.construction:
+        return  # reached only from constructors: built eagerly (lifetimes.py)
+    for g in cls.functions:
+        if g is f or g.is_constructor or f.name not in g.calls or g.self_name is None:
+            continue
+        fa = analyses[id(g)]
+        if fa.f.qualname in fa.index.construction:
+            continue
+        test = _miss_calling(g, f.name, fills, fa)
+        if test is not None:
+            site.lazy = "cache miss"
+            site.lazy_test = f"{expr_text(test)} (in `{g.qualname}`)"
+            return
+
+
+def _miss_calling(
+    g: FunctionModel, name: str, fills: set[str], fa: FunctionAnalysis
+) -> cst.BaseExpression | None:
+    """The test on ``fills`` under which (or after whose exit) ``g`` calls
+    ``self.<name>(...)``, if any."""
+    exited: cst.BaseExpression | None = None
+    for stmt in g.node.body.body:
+        if exited is not None and _calls_method(stmt, g.self_name, name):
+            return exited
+        for inner in walk(stmt):
+            if (
+                isinstance(inner, (cst.If, cst.While))
+                and _calls_method(inner.body, g.self_name, name)
+                and fa.mentions(inner.test) & fills
+            ):
+                return inner.test
+        if isinstance(stmt, cst.If) and _exits(stmt.body) and fa.mentions(stmt.test) & fills:
+            exited = stmt.test
+    return None
+
+
+def _calls_method(node: cst.CSTNode, self_name: str | None, name: str) -> bool:
+    return any(
+        isinstance(n, cst.Call)
+        and isinstance(n.func, cst.Attribute)
+        and n.func.attr.value == name
+        and isinstance(n.func.value, cst.Name)
+        and n.func.value.value == self_name
+        for n in walk(node)
+    )
+
+
+def _exits(block: cst.BaseSuite) -> bool:
+    """Whether a block ends by leaving the function (``return``, ``raise``)."""
+    if not isinstance(block, cst.IndentedBlock) or not block.body:
+        return False
+    last = block.body[-1]
+    return isinstance(last, cst.SimpleStatementLine) and any(
+        isinstance(s, (cst.Return, cst.Raise)) for s in last.body
+    )

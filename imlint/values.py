@@ -33,6 +33,28 @@ def is_container(value: cst.BaseExpression, imports: ImportMap) -> bool:
     return False
 
 
+#: Marks a container text in ``ModuleIndex.container_texts`` whose items are containers.
+ITEMS = "[*]"
+
+
+def holds_containers(value: cst.BaseExpression, imports: ImportMap) -> bool:
+    """Whether a dict or list is built with dicts or lists as its items (``[[None] * n
+    for _ in range(k)]``, ``{d: {} for d in devs}``): then ``x[i][j] = t`` fills an
+    entry, it does not copy into a tensor."""
+    if isinstance(value, (cst.ListComp, cst.SetComp)):
+        return is_container(value.elt, imports)
+    if isinstance(value, cst.DictComp):
+        return is_container(value.value, imports)
+    if isinstance(value, (cst.List, cst.Dict)) and value.elements:
+        items = [
+            el.value for el in value.elements if isinstance(el, (cst.Element, cst.DictElement))
+        ]
+        return len(items) == len(value.elements) and all(
+            is_container(v, imports) for v in items
+        )
+    return False
+
+
 def is_none(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
 

@@ -400,6 +400,52 @@ def test_siblings_filled_after_an_early_exit_on_one_cache_are_lazy():
     assert check(code) == [(8, "IM002"), (9, "IM002")]
 
 
+def test_a_method_another_method_calls_on_a_miss_is_lazy():
+    """``_alloc`` fills storage whenever it runs; the constructor's call is set-up, but
+    a call under a test of what ``_alloc`` fills (or after an exit on it) is a growth
+    path that runs on first use of a larger size."""
+    code = """
+    import torch
+    class A:
+        def __init__(self, n):
+            self._alloc(n)
+        def _alloc(self, n):
+            self.cap = n
+            self.out = torch.empty(n)
+        def grow(self, n):
+            {grow}
+        def other(self, n):
+            if n > 3:
+                self._alloc(n)
+    """
+    assert check(code.replace("{grow}", "if n > self.cap:\n                self._alloc(n)")) == [
+        (8, "IM002")
+    ]
+    exit_first = "if self.cap >= n:\n                return\n            self._alloc(n)"
+    assert check(code.replace("{grow}", exit_first)) == [(8, "IM002")]
+    # Called only under tests of something else, or from the constructor: not lazy.
+    assert check(code.replace("{grow}", "self._alloc(n)")) == []
+
+
+def test_entries_of_a_container_of_containers_are_storage():
+    """``_WS[dev][tag] = t`` fills an entry when ``_WS`` holds lists or dicts; indexing
+    into anything else may be a copy into a tensor."""
+    code = """
+    import torch
+    _WS = {made}
+    def ws(dev, tag, n):
+        buf = _WS[dev][tag]
+        if buf is not None and buf.shape[0] >= n:
+            return buf
+        buf = torch.empty(n)
+        _WS[dev][tag] = buf
+        return buf
+    """
+    for made in ("[[None] * 4 for _ in range(16)]", "{d: {} for d in range(8)}", "[[], []]"):
+        assert check(code.replace("{made}", made)) == [(8, "IM002")], made
+    assert check(code.replace("{made}", "make_table()")) == []
+
+
 def test_lazy_positions_equal_libcst_position_provider():
     """The model's on-demand ranges are the ranges LibCST's PositionProvider gives."""
     from libcst.metadata import MetadataWrapper, PositionProvider

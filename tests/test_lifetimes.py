@@ -405,3 +405,39 @@ def test_a_constructor_that_hands_its_argument_to_a_kept_constructor_keeps_it(tm
     # Handed to ``Impl`` but the result not kept: the kernel does not keep the object.
     used = parts.replace("{keep}", "self.n = len([Impl(finalize)])")
     assert _findings(tmp_path, {"pkg/parts.py": used, "pkg/runner.py": keep_kernel}) == []
+
+
+def test_an_instance_assigned_to_a_global_is_long_lived(tmp_path):
+    manager = """
+    import torch
+
+    class Manager:
+        def __init__(self, device):
+            self.device = device
+            self.slots = [None]
+
+        def get(self, n):
+            if self.slots[0] is None or self.slots[0].numel() < n:
+                self.slots[0] = torch.empty(n, device=self.device)
+            self.slots[0].zero_()
+            return self.slots[0]
+
+    _manager = None
+
+    def init_manager(device):
+        {body}
+
+    def step(n):
+        return _manager.get(n)
+
+    def serve():
+        for d in range(2):
+            init_manager(d)
+    """
+    kept = "global _manager\n        _manager = Manager(device)"
+    assert _findings(tmp_path, {"pkg/manager.py": manager.replace("{body}", kept)}) == [
+        ("manager.py", 11, "IM001")
+    ]
+    # Bound to a local of the call: made and dropped per call.
+    dropped = "manager = Manager(device)\n        manager.get(4)"
+    assert _findings(tmp_path, {"pkg/manager.py": manager.replace("{body}", dropped)}) == []
