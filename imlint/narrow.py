@@ -58,6 +58,7 @@ from imlint.vocabulary import (
 )
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_TESTS = frozenset({"if", "while"})
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _WORD = re.compile(r"\w+")
 _DEF = re.compile(r"\bdef\s+(\w+)")
@@ -147,6 +148,7 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
     groups: set[frozenset[str]] = set()  # ... or all the words of one of these
     needed_in: dict[int, set[str]] = {}  # ... or, for a method, one of its class's
     declared: set[str] = set()  # containers: where a dict or list is assigned matters
+    grown_in: dict[int, set[str]] = {}  # a class's kept methods: a test calling one matters
     skeletons: list[_Unit] = []
     any_site = False
     helpers = {k.rsplit(".", 1)[-1].rsplit("|", 1)[-1] for k in facts.helpers}
@@ -176,6 +178,8 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
             kept.add(i)
             if "return" in unit.words:
                 need_name(unit)
+            if unit.owner is not None:  # its class's methods may call it on a miss
+                grown_in.setdefault(unit.owner, set()).add(unit.node.name)  # type: ignore[attr-defined]
         else:
             kept.add(i)
             # Any other statement is kept. Only a function can hold a site: one it
@@ -214,7 +218,10 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
                 bool(unit.words & needed or unit.words & in_class or "*" in in_class)
                 or any(group <= unit.words for group in groups)
             ) and _writes_or_returns(unit, _text(lines, unit), writers)
-            if writer or (unit.words & declared and _declares(unit, declared)):
+            grows = unit.owner is not None and bool(
+                unit.words & grown_in.get(unit.owner, set()) and unit.words & _TESTS
+            )  # ``if n > self.cap: self._alloc(n)`` (sites.resolve_caller_laziness)
+            if writer or grows or (unit.words & declared and _declares(unit, declared)):
                 kept.add(i)
                 changed = True
                 if "return" in unit.words:

@@ -60,6 +60,18 @@ def test_fixtures_narrowed_equal_whole(path):
 
 # Each case keeps what decides a finding in a function that allocates nothing.
 CASES = {
+    "a method another method calls on a miss": """
+        import torch
+        class Pool:
+            def _alloc(self, n):
+                self.cap = n
+                self.out = torch.empty(n)
+            def unrelated(self):
+                return 1
+            def grow(self, n):
+                if n > self.cap:
+                    self._alloc(n)
+        """,
     "a write in another method makes it an error": """
         import torch
         class Pool:
@@ -266,6 +278,9 @@ METHODS = [
     "def conv_local(self, x):\n    if self._d is None:\n        a = x.float()\n        b = a\n        self._d = b",
     "def conv_write(self):\n    self._c.zero_()\n    self._d.mul_(2)",
     "def fwd(self, x):\n    h = x.to(self._k)\n    return h.exp()",
+    "def _alloc(self, n):\n    self.cap = n\n    self._g = torch.empty(n)",
+    "def grow(self, n):\n    if n > self.cap:\n        self._alloc(n)",
+    "def grow_exit(self, n):\n    if self._g.numel() >= n:\n        return\n    self._alloc(n)",
 ]
 FUNCTIONS = [
     "def get_buf(n):\n    global _BUF\n    if _BUF is None:\n        _BUF = torch.empty(n)\n    return _BUF",
