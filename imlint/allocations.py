@@ -9,12 +9,19 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from imlint.names import TENSOR_NEW_METHODS, TORCH_ALLOCATORS, ImportMap, dotted_name, name_matches
+from imlint.names import (
+    TENSOR_NEW_METHODS,
+    TORCH_ALLOCATORS,
+    TORCH_FACTORIES,
+    ImportMap,
+    dotted_name,
+    name_matches,
+)
 from imlint.options import AnalysisOptions
 from imlint.positions import Positions
 from imlint.project import FileFacts
 from imlint.semantic import AllocationSite, Frames, FunctionModel
-from imlint.vocabulary import SIZED_FACTORIES, TENSOR_DERIVING_METHODS
+from imlint.vocabulary import SIZED_FACTORIES, TENSOR_DERIVING_METHODS, content_of
 from imlint.walk import walk
 
 
@@ -102,6 +109,10 @@ class SiteFinder:
         if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_NEW_METHODS:
             return f".{func.attr.value}", None, False, ""
         q = self.imports.qualify(func)
+        if isinstance(func, cst.Name):
+            bound = self._bound_factory(func.value)
+            if bound is not None:
+                return bound, None, False, ""
         method = deriving_method(func, self.imports)
         if method is not None and not (q or "").startswith("torch."):
             return f".{method}", None, False, ""  # ``x.to(d)``, ``t.detach().float()``
@@ -120,6 +131,26 @@ class SiteFinder:
             if known is not None:
                 return q, *known
         return None
+
+    def _bound_factory(self, name: str) -> str | None:
+        """``factory = torch.zeros if z else torch.empty``, then ``factory(n)``: a local
+        name bound only to torch's allocators is one (the blank one, if any: what the
+        tensor may hold when made)."""
+        f = self.func
+        if f is None or name in f.params or name in f.globals or name in f.other_bound:
+            return None
+        found: list[str] = []
+        for value in f.defs.get(name, ()):
+            options = (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,)
+            for option in options:
+                q = self.imports.qualify(option)
+                head, _, rest = (q or "").partition(".")
+                if head != "torch" or rest not in TORCH_FACTORIES:
+                    return None
+                found.append(f"torch.{rest}")
+        if not found:
+            return None
+        return min(found, key=lambda q: content_of(q) != "blank")
 
     def _helper_site(self, node: cst.Call, f: FunctionModel) -> None:
         """A factory handed to a get-or-create helper that keeps what it returns."""

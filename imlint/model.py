@@ -27,6 +27,7 @@ from imlint.sites import (
     resolve_caller_laziness,
     resolve_laziness,
     site_mode,
+    stored_before,
 )
 from imlint.values import FunctionAnalysis, ModuleIndex
 from imlint.walk import visit_readonly
@@ -104,7 +105,9 @@ def build_model(
         for store in persistent_stores:
             if store.value is None:
                 continue
-            reaching = fa.flow(store.value)
+            reaching = {
+                sid for sid in fa.flow(store.value) if not stored_before(store, allocations[sid])
+            }
             # ``p = torch.clamp(x); p = p.repeat_interleave(k)``: what ``p`` held before
             # a method remade it is the site.
             reaching -= {

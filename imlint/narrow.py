@@ -102,6 +102,12 @@ def _calls_pattern(names: frozenset[str]) -> re.Pattern[str]:
 
 #: A call of one of torch's computing functions through an attribute (``torch.cat(``).
 _COMPUTE_CALL = re.compile(r"\.\s*(?:" + "|".join(sorted(TORCH_COMPUTE)) + r")\s*\(")
+#: A torch factory named without a call, as a value (``= torch.empty``, ``else torch.empty``).
+_FACTORY_NAMED = re.compile(
+    r"(?:=|\belse)\s*torch\s*\.\s*(?:"
+    + "|".join(sorted(TORCH_FACTORIES))
+    + r")\b(?!\s*[.(])"
+)
 #: A tensor method that makes a new tensor from its receiver (``x.to(``).
 _DERIVING_CALL = re.compile(DERIVING_CALL)
 
@@ -372,6 +378,8 @@ def _allocates(
         return True
     if unit.words & TORCH_COMPUTE and _COMPUTE_CALL.search(source):
         return True
+    if unit.words & names and _FACTORY_NAMED.search(source):
+        return True  # ``factory = torch.zeros if z else torch.empty``, then ``factory(n)``
     return (
         bool(unit.words & TENSOR_DERIVING_METHODS)
         and bool(_DERIVING_CALL.search(source))

@@ -709,6 +709,8 @@ class _Summarizer(_FastVisitor):
                     if ctor:
                         scope.summary.types[target.id] = ctor
                 scope.assigned.setdefault(target.id, []).append(value)
+                if self._names_factory(value):
+                    self.may_allocate = True  # ``factory = torch.empty``, then ``factory(n)``
             if target.id in scope.globals and value is not None:
                 scope.kept.append((value, "other"))  # ``global _m; _m = Manager()``
                 if self.cond:
@@ -752,6 +754,17 @@ class _Summarizer(_FastVisitor):
                     if ctor:
                         scope.summary.types[f"self.{target.attr}"] = ctor
             self._store(target, value, "=")
+
+    def _names_factory(self, value: ast.expr) -> bool:
+        """``torch.zeros if z else torch.empty``: a torch factory named, not called."""
+        options = (value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,)
+        for option in options:
+            text = _dotted(option) if isinstance(option, ast.Attribute) else None
+            if text is not None:
+                q = self.qualify(text)
+                if q.startswith("torch.") and q.rsplit(".", 1)[-1] in self.vocabulary:
+                    return True
+        return False
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.visit(node.value)

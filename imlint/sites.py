@@ -55,6 +55,17 @@ def persistent(store: Store, fa: FunctionAnalysis) -> bool:
     return False
 
 
+def stored_before(store: Store, site: AllocationSite) -> bool:
+    """Whether a store runs before an allocation and cannot run again after it (no loop
+    holds both): ``self._retired.append(old); old = torch.empty(n)`` keeps the old
+    tensor, not the new one."""
+    if store.stmt is None or store.stmt in (site.stmt, site.suite) or store.order >= site.order:
+        return False
+    return not any(
+        fr.kind in ("for", "while") and any(fr is sf for sf in store.frames) for fr in site.frames
+    )
+
+
 def _item_of_container(store: Store, fa: FunctionAnalysis) -> bool:
     """``_ws[dev][tag] = t`` where ``_ws`` holds containers (``values.holds_containers``)."""
     root = store.root

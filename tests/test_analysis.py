@@ -446,6 +446,31 @@ def test_entries_of_a_container_of_containers_are_storage():
     assert check(code.replace("{made}", "make_table()")) == []
 
 
+def test_a_local_bound_to_torch_factories_allocates():
+    """``factory = torch.zeros if z else torch.empty``, then ``factory(n)``: a site; a
+    store that runs before the allocation (and no loop brings it back) does not keep
+    it (``self._retired.append(old)`` keeps the outgrown tensor)."""
+    code = """
+    import torch
+    class W:
+        def __init__(self):
+            self._eager = {}
+            self._retired = []
+        def tensor(self, name, n, zero=False):
+            storage = self._eager.get(name)
+            if storage is None or storage.numel() < n:
+                if storage is not None:
+                    self._retired.append(storage)
+                factory = torch.zeros if zero else torch.empty
+                storage = factory((n,))
+                self._eager[name] = storage
+            return storage[:n]
+    """
+    assert check(code) == [(13, "IM002")]
+    assert [m.split(" is ")[0] for m in messages(code)] == ["Lazy buffer `self._eager[name]`"]
+    assert check(code.replace("torch.zeros if zero else torch.empty", "make_factory()")) == []
+
+
 def test_lazy_positions_equal_libcst_position_provider():
     """The model's on-demand ranges are the ranges LibCST's PositionProvider gives."""
     from libcst.metadata import MetadataWrapper, PositionProvider
