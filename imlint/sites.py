@@ -239,12 +239,17 @@ def resolve_caller_laziness(
     """A method that fills storage whenever it runs (``def _alloc(self, n): self.max_n =
     n; self.out = torch.empty(n)``) runs lazily when another method of its class calls
     it only on a miss of that storage: under a test that reads it (``if n > self.max_n:
-    self._alloc(n)``), or after an exit on it (``if self.max_n >= n: return``). The
-    constructor's call builds the first buffer eagerly; a grown one is made on first use
-    of the larger size. ``fills``: the persistent storage the method fills, by text."""
+    self._alloc(n)``), or after a return on it (``if self.max_n >= n: return``). Only
+    storage on ``self`` counts (the object's own state, not what the method fills on its
+    arguments). The constructor's call builds the first buffer eagerly; a grown one is
+    made on first use of the larger size. ``fills``: the persistent storage the method
+    fills, by text."""
     f = site.function
     cls = f.cls
     if cls is None or f.self_name is None or f.is_constructor or site.lazy is not None:
+        return
+    fills = {text for text in fills if text.startswith("self.")}  # the object's own state
+    if not fills:
         return
     if f.qualname in analyses[id(f)].index.construction:
         return  # reached only from constructors: built eagerly (lifetimes.py)
@@ -294,10 +299,11 @@ def _calls_method(node: cst.CSTNode, self_name: str | None, name: str) -> bool:
 
 
 def _exits(block: cst.BaseSuite) -> bool:
-    """Whether a block ends by leaving the function (``return``, ``raise``)."""
+    """Whether a block ends by returning: what follows runs on a miss. (A ``raise`` is
+    a precondition: what follows runs whenever the call is valid.)"""
     if not isinstance(block, cst.IndentedBlock) or not block.body:
         return False
     last = block.body[-1]
     return isinstance(last, cst.SimpleStatementLine) and any(
-        isinstance(s, (cst.Return, cst.Raise)) for s in last.body
+        isinstance(s, cst.Return) for s in last.body
     )
