@@ -14,7 +14,9 @@ the labels in benchmarks/accuracy/ (see LABELLING.md):
   TP/(TP+FP) over the matched ones with a Wilson 95% interval (unsure left out), and
   severity accuracy over matched TPs (the finding's tier equals the label's expected);
 - known/*.jsonl: known positives found by reading the trees. One is found when a finding
-  in the same file and function has the same statement or a line within 2 of it.
+  in the same file and function has the same statement, a line within 2 of it, or a
+  line before it whose tensor is kept at or after it (the finding's ``kept_line``: the
+  known line is a step of the chain the finding reports, which its fix wraps too).
   Prints recall with a Wilson 95% interval and severity accuracy over found ones;
 - findings with no label, by code.
 
@@ -94,10 +96,16 @@ class Finding:
     message: str
     function: str
     statement: str
+    kept_line: int | None = None  # the statement that keeps the tensor, when another
 
     @property
     def key(self) -> Key:
         return (self.tree, self.path, self.function, collapse(self.statement))
+
+    def covers(self, line: int) -> bool:
+        """Whether ``line`` is on this finding's way from allocation to storage (``h =
+        torch.ones(n)`` ... ``_CACHE[k] = h.to(d)``: the fix wraps all of it)."""
+        return self.kept_line is not None and self.line <= line <= self.kept_line
 
     def record(self) -> dict[str, Any]:
         return {
@@ -332,6 +340,7 @@ def run_imlint(tree: str, jobs: int | None, extend_select: str | None = None) ->
                 message=str(item.get("message", "")),
                 function=str(item.get("function") or ""),
                 statement=str(item.get("statement") or ""),
+                kept_line=int(item["kept_line"]) if item.get("kept_line") else None,
             )
         )
     findings.sort(key=lambda f: (f.path, f.line, f.col, f.code))
@@ -514,7 +523,9 @@ def score_tree(
         hits = [
             f
             for f in by_place.get((kp.path, kp.function), [])
-            if collapse(f.statement) == statement or abs(f.line - kp.line) <= NEAR
+            if collapse(f.statement) == statement
+            or abs(f.line - kp.line) <= NEAR
+            or f.covers(kp.line)
         ]
         if not hits:
             score.missed.append(kp)

@@ -471,6 +471,8 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
         f = self.func
         assert f is not None
         stmt = self._stmt[-1] if self._stmt else None
+        if stmt is not None:
+            self._locate(stmt)  # where the value is kept, for the finding's ``kept_line``
         f.stores.append(
             Store(kind, target, container, root, value, self._snapshot(), self._next(), stmt)
         )

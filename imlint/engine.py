@@ -18,7 +18,7 @@ from imlint.outcome import Outcome
 from imlint.project import FileFacts, ProjectIndex, summarize
 from imlint.rule import Finding, Rule
 from imlint.rules import ALL_RULES
-from imlint.semantic import ModuleModel
+from imlint.semantic import AllocationSite, ModuleModel
 from imlint.source import (
     InvalidSource,
     Source,
@@ -152,6 +152,7 @@ class Linter:
                         statement=" ".join(lines[rng.start.line - 1].split())
                         if rng.start.line <= len(lines)
                         else "",
+                        kept_line=_kept_line(site, rng.start.line),
                         site=site,
                     )
                 )
@@ -317,3 +318,14 @@ def process_file(
     except WriteError as exc:
         return Outcome(path, _detached(linter.check_text(path, source.text, facts)), str(exc))
     return Outcome(path, _detached(report.remaining), fixed=report.fixed)
+
+
+def _kept_line(site: AllocationSite, reported: int) -> int | None:
+    """The first line of the statement that keeps the site's tensor, when another."""
+    store = site.store
+    if store is None or store.stmt is None:
+        return None
+    found = site.positions.get(store.stmt)
+    if found is None or found.start.line == reported:
+        return None
+    return found.start.line

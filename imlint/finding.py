@@ -34,6 +34,9 @@ class Finding:
     #: region, or why none was found; ``armed`` when a path exists.
     reach: str | None = None
     armed: bool = False
+    #: the line of the statement that keeps the tensor (``self._buf = buf`` after ``buf =
+    #: torch.empty(n)``), when it is not the reported line's
+    kept_line: int | None = None
     site: AllocationSite | None = field(default=None, compare=False, repr=False, hash=False)
 
     def sort_key(self) -> tuple[str, int, int, str]:
@@ -57,6 +60,7 @@ class Finding:
             "statement": self.statement,
             "armed": self.armed,
             "reach": self.reach,
+            "kept_line": self.kept_line,
         }
 
     @classmethod

@@ -581,6 +581,17 @@ def _sarif_result(
         "partialFingerprints": {FINGERPRINT_KEY: fingerprint},
         "properties": properties,
     }
+    if f.kept_line is not None:
+        result["relatedLocations"] = [
+            {
+                "id": 1,
+                "message": {"text": "the tensor is kept here"},
+                "physicalLocation": {
+                    "artifactLocation": _artifact(f.path),
+                    "region": {"startLine": f.kept_line},
+                },
+            }
+        ]
     if fix is not None:
         replacements, exact = fix
         result["fixes"] = [

@@ -346,6 +346,24 @@ def test_sarif_validates_against_the_official_schema(exact_sarif, findings, sari
     validate_sarif(bare, sarif_schema)
 
 
+def test_where_the_tensor_is_kept(findings, exact_sarif):
+    """``kept_line``: the statement that keeps the tensor, when it is not the reported
+    one; SARIF gives it as a related location."""
+    kept = {(f.path, f.line): f.kept_line for f in findings}
+    assert kept[("pkg/mutated.py", 6)] == 7
+    assert kept[("pkg/latent.py", 8)] == 11
+    assert kept[("pkg/latent.py", 16)] is None  # allocated in the storing statement
+    assert json.loads(json.dumps(findings[0].to_dict()))["kept_line"] == findings[0].kept_line
+    related = {
+        r["locations"][0]["physicalLocation"]["region"]["startLine"]: [
+            loc["physicalLocation"]["region"]["startLine"] for loc in r.get("relatedLocations", [])
+        ]
+        for r in exact_sarif["runs"][0]["results"]
+        if r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("latent.py")
+    }
+    assert related == {8: [11], 16: []}
+
+
 def test_sarif_driver_and_rules(exact_sarif):
     import imlint
 
