@@ -17,7 +17,7 @@ from imlint.names import dotted_name
 from imlint.options import AnalysisOptions
 from imlint.positions import Positions
 from imlint.project import NO_FACTS, FileFacts
-from imlint.semantic import FunctionModel, ModuleModel, Store
+from imlint.semantic import AllocationSite, FunctionModel, ModuleModel, Store
 from imlint.sites import (
     dropped,
     literal_key,
@@ -91,51 +91,7 @@ def build_model(
 
     fills: dict[int, set[str]] = {}  # id(function) -> the persistent storage it fills
     for f in collector.functions:
-        fa = analyses[id(f)]
-        persistent_stores = [s for s in f.stores if persistent(s, fa) and not dropped(s, f)]
-        # Storage each persistent store fills, by text: a condition that tests storage
-        # filled in its own branch is a cache test for everything that branch allocates.
-        keys: dict[str, list[Store]] = {}
-        for s in persistent_stores:
-            keys.setdefault(s.target, []).append(s)
-            if s.container is not None and not literal_key(s):
-                keys.setdefault(s.container, []).append(s)
-        fills[id(f)] = set(keys)
-        flows: dict[int, Store] = {}
-        for store in persistent_stores:
-            if store.value is None:
-                continue
-            reaching = {
-                sid for sid in fa.flow(store.value) if not stored_before(store, allocations[sid])
-            }
-            # ``p = torch.clamp(x); p = p.repeat_interleave(k)``: what ``p`` held before
-            # a method remade it is the site.
-            reaching -= {
-                sid
-                for sid in reaching & index.derived
-                if (fa.flow(allocations[sid].receiver) - {sid}) & reaching  # type: ignore[arg-type]
-            }
-            if any(allocations[sid].chain is None for sid in reaching):
-                # A torch allocation is what is stored (``helper(n).new_zeros(n)``):
-                # the calls it is derived from are not the site.
-                reaching = {sid for sid in reaching if allocations[sid].chain is None}
-            # ``x = convert(x)``: a call handed the stored value replaces what is there
-            # (a conversion, a copy to the host), it does not fill storage on first use.
-            reaching = {
-                sid
-                for sid in reaching
-                if allocations[sid].chain is None
-                or not reads_target(allocations[sid].call, store.target, fa)
-            }
-            for sid in reaching:
-                flows.setdefault(sid, store)
-        for sid, store in flows.items():
-            site = allocations[sid]
-            if site.function is not f or site.store is not None:
-                continue
-            site.store = store
-            site.mode = site_mode(site)
-            resolve_laziness(site, fa, related(store, f), keys)
+        fills[id(f)] = _resolve_stores(f, analyses[id(f)], allocations, index)
 
     for site in allocations:
         if site.store is not None and site.lazy is None:
@@ -157,6 +113,61 @@ def build_model(
         collector.bodies,
         torch_imported_at_top=_torch_imported_at_top(module),
     )
+
+
+def _resolve_stores(
+    f: FunctionModel, fa: FunctionAnalysis, allocations: list[AllocationSite], index: ModuleIndex
+) -> set[str]:
+    """Give each allocation of ``f`` the persistent store its tensor reaches first, its
+    mode and laziness; returns the storage ``f`` fills, by text."""
+    persistent_stores = [s for s in f.stores if persistent(s, fa) and not dropped(s, f)]
+    # Storage each persistent store fills, by text: a condition that tests storage
+    # filled in its own branch is a cache test for everything that branch allocates.
+    keys: dict[str, list[Store]] = {}
+    for s in persistent_stores:
+        keys.setdefault(s.target, []).append(s)
+        if s.container is not None and not literal_key(s):
+            keys.setdefault(s.container, []).append(s)
+    flows: dict[int, Store] = {}
+    for store in persistent_stores:
+        if store.value is not None:
+            for sid in _reaching(store, fa, allocations, index):
+                flows.setdefault(sid, store)
+    for sid, store in flows.items():
+        site = allocations[sid]
+        if site.function is not f or site.store is not None:
+            continue
+        site.store = store
+        site.mode = site_mode(site)
+        resolve_laziness(site, fa, related(store, f), keys)
+    return set(keys)
+
+
+def _reaching(
+    store: Store, fa: FunctionAnalysis, allocations: list[AllocationSite], index: ModuleIndex
+) -> set[int]:
+    """The allocation sites whose tensor a store keeps."""
+    assert store.value is not None
+    reaching = {sid for sid in fa.flow(store.value) if not stored_before(store, allocations[sid])}
+    # ``p = torch.clamp(x); p = p.repeat_interleave(k)``: what ``p`` held before
+    # a method remade it is the site.
+    reaching -= {
+        sid
+        for sid in reaching & index.derived
+        if (fa.flow(allocations[sid].receiver) - {sid}) & reaching  # type: ignore[arg-type]
+    }
+    if any(allocations[sid].chain is None for sid in reaching):
+        # A torch allocation is what is stored (``helper(n).new_zeros(n)``):
+        # the calls it is derived from are not the site.
+        reaching = {sid for sid in reaching if allocations[sid].chain is None}
+    # ``x = convert(x)``: a call handed the stored value replaces what is there
+    # (a conversion, a copy to the host), it does not fill storage on first use.
+    return {
+        sid
+        for sid in reaching
+        if allocations[sid].chain is None
+        or not reads_target(allocations[sid].call, store.target, fa)
+    }
 
 
 def _torch_imported_at_top(module: cst.Module) -> bool:

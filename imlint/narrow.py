@@ -104,9 +104,7 @@ def _calls_pattern(names: frozenset[str]) -> re.Pattern[str]:
 _COMPUTE_CALL = re.compile(r"\.\s*(?:" + "|".join(sorted(TORCH_COMPUTE)) + r")\s*\(")
 #: A torch factory named without a call, as a value (``= torch.empty``, ``else torch.empty``).
 _FACTORY_NAMED = re.compile(
-    r"(?:=|\belse)\s*torch\s*\.\s*(?:"
-    + "|".join(sorted(TORCH_FACTORIES))
-    + r")\b(?!\s*[.(])"
+    r"(?:=|\belse)\s*torch\s*\.\s*(?:" + "|".join(sorted(TORCH_FACTORIES)) + r")\b(?!\s*[.(])"
 )
 #: A tensor method that makes a new tensor from its receiver (``x.to(``).
 _DERIVING_CALL = re.compile(DERIVING_CALL)

@@ -49,9 +49,7 @@ def holds_containers(value: cst.BaseExpression, imports: ImportMap) -> bool:
         items = [
             el.value for el in value.elements if isinstance(el, (cst.Element, cst.DictElement))
         ]
-        return len(items) == len(value.elements) and all(
-            is_container(v, imports) for v in items
-        )
+        return len(items) == len(value.elements) and all(is_container(v, imports) for v in items)
     return False
 
 

@@ -426,7 +426,9 @@ def test_a_method_another_method_calls_on_a_miss_is_lazy():
     # Called only under tests of something else, or from the constructor: not lazy.
     assert check(code.replace("{grow}", "self._alloc(n)")) == []
     # A raise is a precondition: what follows runs on every valid call.
-    raise_first = "if self.cap is None:\n                raise ValueError(n)\n            self._alloc(n)"
+    raise_first = (
+        "if self.cap is None:\n                raise ValueError(n)\n            self._alloc(n)"
+    )
     assert check(code.replace("{grow}", raise_first)) == []
 
 
