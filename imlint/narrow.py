@@ -136,6 +136,53 @@ def allocator_names(
     return names | aliases
 
 
+@dataclass
+class _Needs:
+    """What makes a function that does not allocate matter to a check."""
+
+    #: it mentions one of these, or all the words of one group, or (a method) one of
+    #: its class's names
+    needed: set[str] = field(default_factory=set)
+    groups: set[frozenset[str]] = field(default_factory=set)
+    needed_in: dict[int, set[str]] = field(default_factory=dict)
+    #: containers: where a dict or list is assigned matters
+    declared: set[str] = field(default_factory=set)
+    #: a class's kept methods: a method testing something and calling one matters
+    grown_in: dict[int, set[str]] = field(default_factory=dict)
+
+    def need_name(self, unit: _Unit) -> None:
+        """A function returns a value: calls of it in the module may lead to storage (a
+        method is called as ``self.m()``, by its class's other methods)."""
+        name = unit.node.name  # type: ignore[attr-defined]
+        if unit.owner is None:
+            self.needed.add(name)
+        else:
+            self.needed_in.setdefault(unit.owner, set()).add(name)
+
+    def add_scan(self, unit: _Unit, scan: _Scan) -> None:
+        for group in scan.writes:
+            if len(group) == 1:
+                self.needed |= group
+            else:
+                self.groups.add(group)
+        if scan.class_writes:
+            key = unit.owner if unit.owner is not None else -1
+            self.needed_in.setdefault(key, set()).update(scan.class_writes)
+        self.declared |= scan.containers
+
+    def matters(self, unit: _Unit, source: str, writers: set[str]) -> bool:
+        words = unit.words
+        in_class = self.needed_in.get(unit.owner, set()) if unit.owner is not None else set()
+        writer = (
+            bool(words & self.needed or words & in_class or "*" in in_class)
+            or any(group <= words for group in self.groups)
+        ) and _writes_or_returns(unit, source, writers)
+        grows = unit.owner is not None and bool(
+            words & self.grown_in.get(unit.owner, set()) and words & _TESTS
+        )  # ``if n > self.cap: self._alloc(n)`` (sites.resolve_caller_laziness)
+        return writer or grows or bool(words & self.declared and _declares(unit, self.declared))
+
+
 def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFacts) -> str | None:
     """The text LibCST needs to see for a check of this module (see the module doc);
     None when no function can hold a site."""
@@ -148,25 +195,11 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
     triggers = _trigger_lines(text)
     containers = _Containers(tree)
     kept: set[int] = set()
-    needed: set[str] = set()  # a function that mentions one of these may matter
-    groups: set[frozenset[str]] = set()  # ... or all the words of one of these
-    needed_in: dict[int, set[str]] = {}  # ... or, for a method, one of its class's
-    declared: set[str] = set()  # containers: where a dict or list is assigned matters
-    grown_in: dict[int, set[str]] = {}  # a class's kept methods: a test calling one matters
+    needs = _Needs()
     skeletons: list[_Unit] = []
     any_site = False
     helpers = {k.rsplit(".", 1)[-1].rsplit("|", 1)[-1] for k in facts.helpers}
     cache_names = {n.rsplit(".", 1)[-1] for n in options.extra_cache_decorators}
-
-    def need_name(unit: _Unit) -> None:
-        """A function returns a value: calls of it in the module may lead to storage (a
-        method is called as ``self.m()``, by its class's other methods)."""
-        name = unit.node.name  # type: ignore[attr-defined]
-        if unit.owner is None:
-            needed.add(name)
-        else:
-            needed_in.setdefault(unit.owner, set()).add(name)
-
     for i, unit in enumerate(units):
         source = _text(lines, unit)
         unit.words = _word_set(source)
@@ -181,16 +214,16 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
                 continue  # allocates, but keeps nothing: no site (a writer, perhaps)
             kept.add(i)
             if "return" in unit.words:
-                need_name(unit)
+                needs.need_name(unit)
             if unit.owner is not None:  # its class's methods may call it on a miss
-                grown_in.setdefault(unit.owner, set()).add(unit.node.name)  # type: ignore[attr-defined]
+                needs.grown_in.setdefault(unit.owner, set()).add(unit.node.name)  # type: ignore[attr-defined]
         else:
             kept.add(i)
             # Any other statement is kept. Only a function can hold a site: one it
             # defines (under ``if``/``try``, in a nested class) may be one, or be called.
             defined = _DEF.search(source) is not None
             if defined and unit.owner is None:
-                needed |= _module_functions(unit.node)
+                needs.needed |= _module_functions(unit.node)
             if not (calls_allocator and defined):
                 if not defined:
                     skeletons.append(unit)
@@ -198,38 +231,33 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
             scan = _scan(unit, triggers, containers, cache_names)
         any_site = True
         # A helper's site is reached through the helper's name.
-        needed |= unit.words & helpers
-        for group in scan.writes:
-            if len(group) == 1:
-                needed |= group
-            else:
-                groups.add(group)
-        if scan.class_writes:
-            key = unit.owner if unit.owner is not None else -1
-            needed_in.setdefault(key, set()).update(scan.class_writes)
-        declared |= scan.containers
+        needs.needed |= unit.words & helpers
+        needs.add_scan(unit, scan)
     if not any_site:
         return None
-    writers = _writer_names(facts)
+    _keep_what_matters(units, lines, kept, needs, _writer_names(facts))
+    return _stubbed(units, lines, kept, skeletons, text)
+
+
+def _keep_what_matters(
+    units: list[_Unit], lines: list[str], kept: set[int], needs: _Needs, writers: set[str]
+) -> None:
+    """Keep, to a fixed point, every function that matters to what is kept."""
     changed = True
     while changed:
         changed = False
         for i, unit in enumerate(units):
-            if i in kept:
-                continue
-            in_class = needed_in.get(unit.owner, set()) if unit.owner is not None else set()
-            writer = (
-                bool(unit.words & needed or unit.words & in_class or "*" in in_class)
-                or any(group <= unit.words for group in groups)
-            ) and _writes_or_returns(unit, _text(lines, unit), writers)
-            grows = unit.owner is not None and bool(
-                unit.words & grown_in.get(unit.owner, set()) and unit.words & _TESTS
-            )  # ``if n > self.cap: self._alloc(n)`` (sites.resolve_caller_laziness)
-            if writer or grows or (unit.words & declared and _declares(unit, declared)):
+            if i not in kept and needs.matters(unit, _text(lines, unit), writers):
                 kept.add(i)
                 changed = True
                 if "return" in unit.words:
-                    need_name(unit)
+                    needs.need_name(unit)
+
+
+def _stubbed(
+    units: list[_Unit], lines: list[str], kept: set[int], skeletons: list[_Unit], text: str
+) -> str:
+    """The module with every function not kept made a stub (``lines`` is changed)."""
     stubs = [u for i, u in enumerate(units) if i not in kept]
     # A class whose members all go keeps one stub: its body cannot be empty.
     occupied = {u.owner for i, u in enumerate(units) if i in kept and u.owner is not None}
