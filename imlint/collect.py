@@ -39,6 +39,9 @@ from imlint.values import ITEMS, holds_containers, is_container, is_fresh, is_no
 from imlint.vocabulary import CACHE_DECORATORS
 from imlint.walk import walk
 
+#: ``isinstance(x, list)``: the builtin containers a branch can narrow a name to.
+_BUILTIN_CONTAINERS = frozenset({"list", "tuple", "dict", "set"})
+
 
 class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
     def __init__(
@@ -72,6 +75,27 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
     def _next(self) -> int:
         self._order += 1
         return self._order
+
+    def _known_container(self, text: str) -> bool:
+        """Whether the enclosing ``if`` branches test ``isinstance(<text>, list)`` (or
+        another builtin container type): then ``<text>`` holds no tensor there."""
+        f = self.func
+        for frame in self._frames:
+            test = frame.test
+            if frame.kind != "if_body" or not isinstance(test, cst.Call):
+                continue
+            if not (isinstance(test.func, cst.Name) and test.func.value == "isinstance"):
+                continue
+            if len(test.args) != 2:
+                continue
+            kinds = test.args[1].value
+            names = kinds.elements if isinstance(kinds, cst.Tuple) else [kinds]
+            if expr_text(test.args[0].value, f.self_name if f else None) == text and all(
+                isinstance(n, cst.Name) and n.value in _BUILTIN_CONTAINERS
+                for n in (e.value if isinstance(e, cst.Element) else e for e in names)
+            ):
+                return True
+        return False
 
     def _snapshot(self) -> Frames:
         return tuple(self._frames)
@@ -455,7 +479,9 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
             text = expr_text(target, f.self_name)
             container = expr_text(target.value, f.self_name)
             self._store("subscript", text, container, target.value, value)
-            if not _string_keyed(target):  # ``ws["ci"] = ...`` fills a dict, not a tensor
+            if not _string_keyed(target) and not self._known_container(container):
+                # ``ws["ci"] = ...`` fills a dict, not a tensor; so does ``x[i] = ...``
+                # under ``if isinstance(x, list):``
                 self._write(target.value, f"{container}[...] = ...")
             if value is not None and is_none(value):
                 f.drops.append((text, self._next()))

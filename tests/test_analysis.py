@@ -476,6 +476,29 @@ def test_a_local_bound_to_torch_factories_allocates():
     assert check(code.replace("torch.zeros if zero else torch.empty", "make_factory()")) == []
 
 
+def test_an_entry_store_under_isinstance_list_is_not_a_tensor_write():
+    """``lora.w[i] = ...`` in the ``isinstance(lora.w, list)`` branch fills a list; the
+    tensor the other branch keeps in ``lora.w`` is not written by it."""
+    code = """
+    import torch
+    class M:
+        def __init__(self):
+            self.loras = {}
+        def add(self, lora):
+            if lora.a is None:
+                if isinstance(lora.w, {kinds}):
+                    for i in range(len(lora.w)):
+                        lora.w[i] = lora.w[i].pin_memory()
+                else:
+                    lora.w = lora.w.pin_memory()
+                lora.a = True
+            self.loras[0] = lora
+    """
+    assert check(code.replace("{kinds}", "list")) == [(12, "IM005")]
+    assert check(code.replace("{kinds}", "(list, tuple)")) == [(12, "IM005")]
+    assert check(code.replace("{kinds}", "torch.Tensor")) == [(12, "IM001")]
+
+
 def test_lazy_positions_equal_libcst_position_provider():
     """The model's on-demand ranges are the ranges LibCST's PositionProvider gives."""
     from libcst.metadata import MetadataWrapper, PositionProvider
