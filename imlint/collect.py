@@ -76,6 +76,22 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
         self._order += 1
         return self._order
 
+    def _list_store(
+        self, receiver: cst.BaseExpression, rtext: str, value: cst.BaseExpression
+    ) -> None:
+        f = self.func
+        assert f is not None
+        if not isinstance(receiver, cst.Call):
+            self._store("append", f"{rtext}[]", rtext, receiver, value)
+            return
+        func = receiver.func
+        args = receiver.args
+        if isinstance(func, cst.Attribute) and func.attr.value == "setdefault" and args:
+            owner = func.value
+            otext = expr_text(owner, f.self_name)
+            key = expr_text(args[0].value, f.self_name)
+            self._store("append", f"{otext}[{key}][]", otext, owner, value)
+
     def _known_container(self, text: str) -> bool:
         """Whether the enclosing ``if`` branches test ``isinstance(<text>, list)`` (or
         another builtin container type): then ``<text>`` holds no tensor there."""
@@ -606,9 +622,10 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
                 f.container_uses.add(expr_text(receiver, f.self_name))
             args = [a for a in node.args if a.star == ""]
             rtext = expr_text(receiver, f.self_name)
-            if method == "append" and len(args) == 1 and not isinstance(receiver, cst.Call):
-                # A list kept beyond the call holds what is appended (``self._pool``).
-                self._store("append", f"{rtext}[]", rtext, receiver, args[0].value)
+            if method in ("append", "insert") and len(args) == (1 if method == "append" else 2):
+                # A list kept beyond the call holds what is appended (``self._pool``), or
+                # a list kept in an entry (``self._pool.setdefault(k, []).append(t)``).
+                self._list_store(receiver, rtext, args[-1].value)
             elif method == "setdefault" and len(args) >= 2:
                 key = expr_text(args[0].value, f.self_name)
                 self._store("setdefault", f"{rtext}[{key}]", rtext, receiver, args[1].value)

@@ -85,12 +85,17 @@ def external_writer(qualified: str, roots: frozenset[str] | set[str]) -> bool:
 #: Methods that store a value into the container or object they are called on, as the
 #: model records them (``collect.py``) and narrowing looks for them (``narrow.py``):
 #: method -> the store's kind (``sites.persistent`` decides by kind).
+#: Builtins whose result holds the items of their arguments (``tuple(t.clone() for t in
+#: ts)``, ``dict(a=buf)``): a tensor made in an argument flows into the result.
+KEEPING_BUILTINS = frozenset({"tuple", "list", "set", "dict", "sorted"})
+
 STORE_METHODS: dict[str, str] = {
     "setdefault": "setdefault",  # d.setdefault(k, v): the entry d[k], filled once
     "update": "update",  # d.update(k=v) / d.update({k: v})
     "__setitem__": "subscript",  # d.__setitem__(k, v)
     "register_buffer": "register_buffer",  # module.register_buffer("name", t)
     "append": "append",  # kept.append(t): a list kept beyond the call
+    "insert": "append",  # kept.insert(0, t): the same, at a position
 }
 
 

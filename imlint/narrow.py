@@ -539,7 +539,7 @@ def _scan(unit: _Unit, triggers: set[int], containers: _Containers, cache_names:
                             if func.attr == "__setitem__":
                                 if containers.known(func.value, node):
                                     roots.append((func.value, None, key))
-                            elif func.attr in ("setdefault", "append"):
+                            elif func.attr in ("setdefault", "append", "insert"):
                                 roots.append((func.value, None, key))
                             elif func.attr == "update":
                                 roots.append((func.value, None, None))

@@ -185,7 +185,7 @@ def resolve_laziness(
                 for k in mentioned & keys.keys()
                 for store in keys[k]
             )
-            if mentioned & related or filled_here:
+            if mentioned & related or filled_here or _tests_what_is_kept(frame, store, mentioned):
                 site.lazy = "cache miss"
                 site.lazy_frame = frame
                 site.lazy_test = expr_text(frame.test)
@@ -207,6 +207,22 @@ def resolve_laziness(
                 site.lazy_exit = exit_
                 site.lazy_test = expr_text(exit_.test)
                 return
+
+
+def _tests_what_is_kept(frame: Frame, store: Store, mentioned: set[str]) -> bool:
+    """``if table is None: table = make(); self._tables.append(table)``: the branch runs
+    when a name has no value, binds it, and keeps it (the caller looked it up there)."""
+    value = store.value
+    if not isinstance(value, cst.Name) or value.value not in mentioned:
+        return False
+    if not any(fr is frame for fr in store.frames):
+        return False
+    for node in walk(frame.node):
+        if isinstance(node, cst.Assign) and any(
+            isinstance(t.target, cst.Name) and t.target.value == value.value for t in node.targets
+        ):
+            return True
+    return False
 
 
 def _enclosing_try(site: AllocationSite, handler: Frame) -> cst.Try | None:

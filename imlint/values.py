@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from imlint.kinds import CONTAINER_CALLS, DERIVED_METHODS, FRESH_CALLS
+from imlint.kinds import CONTAINER_CALLS, DERIVED_METHODS, FRESH_CALLS, KEEPING_BUILTINS
 from imlint.names import (
     TORCH_FACTORIES,
     VIEW_ATTRIBUTES,
@@ -197,6 +197,9 @@ class FunctionAnalysis:
                     out.add(sid)
                 if isinstance(func, cst.Attribute) and func.attr.value not in NON_TENSOR_METHODS:
                     stack.append(func.value)
+                elif isinstance(func, cst.Name) and func.value in KEEPING_BUILTINS:
+                    if not self.f.is_local(func.value):  # ``tuple(t.clone() for t in ts)``
+                        stack.extend(a.value for a in e.args)
             elif isinstance(e, cst.Subscript):
                 stack.append(e.value)
             elif isinstance(e, cst.Attribute):

@@ -499,6 +499,34 @@ def test_an_entry_store_under_isinstance_list_is_not_a_tensor_write():
     assert check(code.replace("{kinds}", "torch.Tensor")) == [(12, "IM001")]
 
 
+def test_a_branch_that_binds_a_missing_value_and_keeps_it_is_lazy():
+    """``if table is None: table = ...; self._tables.setdefault(k, []).insert(0, table)``:
+    the caller looked the table up in that storage; a ``tuple(...)`` of new tensors
+    holds them; ``insert`` and an entry's list keep what they are given."""
+    code = """
+    import torch
+    class S:
+        def __init__(self):
+            self._tables = {}
+        def publish(self, layer, table, fields):
+            if table is None:
+                table = tuple(torch.empty_like(t) for t in fields)
+                {keep}
+            return table
+    """
+    for keep in (
+        "self._tables.setdefault(layer, []).insert(0, table)",
+        "self._tables.setdefault(layer, []).append(table)",
+        "self._all.insert(0, table)",
+    ):
+        assert check(code.replace("{keep}", keep)) == [(8, "IM002")], keep
+    # Kept, but the test is on something else: built on every call, not a miss.
+    other = code.replace("if table is None:", "if fields:")
+    assert check(other.replace("{keep}", "self._all.insert(0, table)")) == []
+    # Not kept: only returned to the caller.
+    assert check(code.replace("{keep}", "pass")) == []
+
+
 def test_lazy_positions_equal_libcst_position_provider():
     """The model's on-demand ranges are the ranges LibCST's PositionProvider gives."""
     from libcst.metadata import MetadataWrapper, PositionProvider
