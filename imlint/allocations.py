@@ -133,15 +133,18 @@ class SiteFinder:
         return None
 
     def _bound_factory(self, name: str) -> str | None:
-        """``factory = torch.zeros if z else torch.empty``, then ``factory(n)``: a local
-        name bound only to torch's allocators is one (the blank one, if any: what the
-        tensor may hold when made)."""
+        """``factory = torch.zeros if z else torch.empty`` or ``zeros = lambda *s:
+        torch.zeros(*s, device=d)``, then ``factory(n)``: a local name bound only to
+        torch's allocators (or lambdas that call one) is one (the blank one, if any: what
+        the tensor may hold when made)."""
         f = self.func
         if f is None or name in f.params or name in f.globals or name in f.other_bound:
             return None
         found: list[str] = []
         for value in f.defs.get(name, ()):
             options = (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,)
+            if isinstance(value, cst.Lambda) and isinstance(value.body, cst.Call):
+                options = (value.body.func,)  # ``zeros = lambda *s: torch.zeros(*s, ...)``
             for option in options:
                 q = self.imports.qualify(option)
                 head, _, rest = (q or "").partition(".")

@@ -474,6 +474,8 @@ def test_a_local_bound_to_torch_factories_allocates():
     assert check(code) == [(13, "IM002")]
     assert [m.split(" is ")[0] for m in messages(code)] == ["Lazy buffer `self._eager[name]`"]
     assert check(code.replace("torch.zeros if zero else torch.empty", "make_factory()")) == []
+    lam = "lambda *shape: torch.empty(*shape, device='cuda')"
+    assert check(code.replace("torch.zeros if zero else torch.empty", lam)) == [(13, "IM002")]
 
 
 def test_an_entry_store_under_isinstance_list_is_not_a_tensor_write():
