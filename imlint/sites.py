@@ -11,7 +11,7 @@ from imlint.kinds import LAZY_FRAMES
 from imlint.names import (
     expr_text,
 )
-from imlint.semantic import AllocationSite, Frame, Frames, FunctionModel, Mode, Store
+from imlint.semantic import AllocationSite, EarlyExit, Frame, Frames, FunctionModel, Mode, Store
 from imlint.values import ITEMS, FunctionAnalysis
 from imlint.walk import walk
 
@@ -39,8 +39,11 @@ def persistent(store: Store, fa: FunctionAnalysis) -> bool:
     if store.kind in ("setdefault", "update"):
         return True
     if store.kind == "append":
-        # A list the function does not make: on self, a global, handed in.
-        return kind in ("self", "global", "param", "closure")
+        # A list the function does not make: on self, a global, handed in, or an entry
+        # of one (``pool = _POOLS.setdefault(key, [])``).
+        return kind in ("self", "global", "param", "closure") or (
+            kind == "alias" and _entry_of_kept(store.root, fa)
+        )
     if store.kind == "subscript":
         container = store.container or ""
         if f.is_constructor and container.startswith("self.__dict__"):
@@ -53,6 +56,26 @@ def persistent(store: Store, fa: FunctionAnalysis) -> bool:
             or _item_of_container(store, fa)
         ) and not _is_slice_store(store)
     return False
+
+
+def _entry_of_kept(root: cst.BaseExpression | None, fa: FunctionAnalysis) -> bool:
+    """A local bound only to an entry of storage on ``self`` or a global:
+    ``d.setdefault(k, [])``, ``d.get(k)``, ``d[k]``."""
+    if not isinstance(root, cst.Name):
+        return False
+    values = fa.f.defs.get(root.value, ())
+    for v in values:
+        if isinstance(v, cst.Call) and isinstance(v.func, cst.Attribute):
+            if v.func.attr.value not in ("setdefault", "get"):
+                return False
+            owner: cst.BaseExpression = v.func.value
+        elif isinstance(v, cst.Subscript):
+            owner = v.value
+        else:
+            return False
+        if fa.root_kind(owner) not in ("self", "global"):
+            return False
+    return bool(values)
 
 
 def stored_before(store: Store, site: AllocationSite) -> bool:
@@ -207,6 +230,31 @@ def resolve_laziness(
                 site.lazy_exit = exit_
                 site.lazy_test = expr_text(exit_.test)
                 return
+        if exit_.order < site.order and _returns_from_a_scan(exit_, site, related, fa):
+            site.lazy = "cache miss"
+            site.lazy_exit = exit_
+            site.lazy_test = expr_text(exit_.test)
+            return
+
+
+def _returns_from_a_scan(
+    exit_: EarlyExit, site: AllocationSite, related: set[str], fa: FunctionAnalysis
+) -> bool:
+    """``for buf in reversed(self._pool): if buf.numel() >= n: return buf`` then an
+    allocation after the loop: the loop scans the kept storage and returns what fits, so
+    what follows runs only when nothing did."""
+    frames = exit_.frames
+    shared = 0
+    while (
+        shared < len(frames) and shared < len(site.frames) and frames[shared] is site.frames[shared]
+    ):
+        shared += 1
+    if shared == len(frames):
+        return False  # a plain early exit (handled by the caller)
+    loop = frames[shared]
+    if loop.kind != "for" or not isinstance(loop.node, cst.For):
+        return False
+    return bool(fa.mentions(loop.node.iter) & related)
 
 
 def _tests_what_is_kept(frame: Frame, store: Store, mentioned: set[str]) -> bool:

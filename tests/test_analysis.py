@@ -529,6 +529,26 @@ def test_a_branch_that_binds_a_missing_value_and_keeps_it_is_lazy():
     assert check(code.replace("{keep}", "pass")) == []
 
 
+def test_an_allocation_after_a_scan_of_the_kept_storage_is_lazy():
+    """``for buf in reversed(pool): if fits: return buf`` then allocate and keep: the
+    allocation runs only when no kept buffer fits."""
+    code = """
+    import torch
+    _POOL = {}
+    def get(n, key):
+        pool = _POOL.setdefault(key, [])
+        for buf in reversed({scanned}):
+            if buf.numel() >= n:
+                return buf[:n]
+        buf = torch.empty(2 * n)
+        pool.append(buf)
+        return buf[:n]
+    """
+    assert check(code.replace("{scanned}", "pool")) == [(9, "IM002")]
+    # A loop over something else says nothing about the pool.
+    assert check(code.replace("{scanned}", "[torch.ones(1)]")) == []
+
+
 def test_lazy_positions_equal_libcst_position_provider():
     """The model's on-demand ranges are the ranges LibCST's PositionProvider gives."""
     from libcst.metadata import MetadataWrapper, PositionProvider

@@ -287,6 +287,7 @@ METHODS = [
 FUNCTIONS = [
     "def get_buf(n):\n    global _BUF\n    if _BUF is None:\n        _BUF = torch.empty(n)\n    return _BUF",
     "def use_buf():\n    get_buf(4).add_(1)",
+    "def pool_get(n):\n    pool = _CACHE.setdefault(n, [])\n    for b in pool:\n        if b.numel() >= n:\n            return b\n    b = torch.empty(n)\n    pool.append(b)\n    return b",
     "def use_buf2():\n    _BUF.zero_()",
     "def cache_get(k):\n    if k not in _CACHE:\n        _CACHE[k] = torch.empty(k)\n    return _CACHE[k]",
     "def cache_write(k):\n    _CACHE[k].fill_(0)",
