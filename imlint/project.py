@@ -218,6 +218,9 @@ class _Scope:
     unpacked: dict[str, list[ast.expr]] = field(default_factory=dict)  # a, b = call()
     rwrites: set[tuple[str, str, str]] = field(default_factory=set)  # (call, kind, key)
     kernel: bool = False  # a Triton kernel (``@triton.jit``): ``tl.store`` writes
+    #: (global, value) assigned here: kept for the process unless the function puts
+    #: back what the global held (``prev = _ctx; _ctx = Ctx(); ...; _ctx = prev``)
+    global_values: list[tuple[str, ast.expr]] = field(default_factory=list)
 
 
 #: Nodes with nothing below them that the summary needs (names, constants, operators).
@@ -712,7 +715,7 @@ class _Summarizer(_FastVisitor):
                 if self._names_factory(value):
                     self.may_allocate = True  # ``factory = torch.empty``, then ``factory(n)``
             if target.id in scope.globals and value is not None:
-                scope.kept.append((value, "other"))  # ``global _m; _m = Manager()``
+                scope.global_values.append((target.id, value))  # ``global _m; _m = M()``
                 if self.cond:
                     scope.stores.append((target.id, value, self.region))
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -894,6 +897,9 @@ class _Summarizer(_FastVisitor):
         s.rwrites = sorted(scope.rwrites)
         s.passes = sorted(scope.passes)
         results = {(text, "returned") for v, *_ in scope.returns for text in self._made(v, scope)}
+        for name, value in scope.global_values:
+            if not _restored(name, scope):
+                scope.kept.append((value, "other"))
         for value, into in scope.kept:
             intos = [into]
             if into.startswith("local:"):
@@ -936,6 +942,18 @@ class _Summarizer(_FastVisitor):
                 name = ref[1:]
                 if ref.startswith("#") and name != scope.self_name:
                     s.factories.append((name, positions.get(name, -1), text))
+
+
+def _restored(name: str, scope: _Scope) -> bool:
+    """Whether a function puts back the value a global held: it assigns the global a
+    local that it bound to the global (``prev = _ctx; _ctx = Ctx(); ...; _ctx = prev``),
+    so what it stored there lives only until then."""
+    for global_name, value in scope.global_values:
+        if global_name == name and isinstance(value, ast.Name):
+            saved = scope.assigned.get(value.id, [])
+            if any(isinstance(v, ast.Name) and v.id == name for v in saved):
+                return True
+    return False
 
 
 def _zero_elements(node: ast.Call) -> bool:

@@ -441,3 +441,9 @@ def test_an_instance_assigned_to_a_global_is_long_lived(tmp_path):
     # Bound to a local of the call: made and dropped per call.
     dropped = "manager = Manager(device)\n        manager.get(4)"
     assert _findings(tmp_path, {"pkg/manager.py": manager.replace("{body}", dropped)}) == []
+    # Set for the length of a call and put back: a context, made per call.
+    scoped = (
+        "global _manager\n        prev = _manager\n        _manager = Manager(device)\n"
+        "        try:\n            step(4)\n        finally:\n            _manager = prev"
+    )
+    assert _findings(tmp_path, {"pkg/manager.py": manager.replace("{body}", scoped)}) == []
