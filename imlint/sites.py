@@ -263,6 +263,8 @@ def _tests_what_is_kept(frame: Frame, store: Store, mentioned: set[str]) -> bool
     value = store.value
     if not isinstance(value, cst.Name) or value.value not in mentioned:
         return False
+    if frame.kind != "if_body" or frame.test is None or not _tests_missing(frame.test, value.value):
+        return False  # ``if sigmas is not None: sigmas = torch.tensor(sigmas)``: given
     if not any(fr is frame for fr in store.frames):
         return False
     for node in walk(frame.node):
@@ -270,6 +272,25 @@ def _tests_what_is_kept(frame: Frame, store: Store, mentioned: set[str]) -> bool
             isinstance(t.target, cst.Name) and t.target.value == value.value for t in node.targets
         ):
             return True
+    return False
+
+
+def _tests_missing(test: cst.CSTNode, name: str) -> bool:
+    """Whether a condition holds when ``name`` has no value: ``name is None``, ``not
+    name`` (alone or in an ``or``)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return _tests_missing(test.left, name) or _tests_missing(test.right, name)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return isinstance(test.expression, cst.Name) and test.expression.value == name
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        c = test.comparisons[0]
+        return (
+            isinstance(test.left, cst.Name)
+            and test.left.value == name
+            and isinstance(c.operator, cst.Is)
+            and isinstance(c.comparator, cst.Name)
+            and c.comparator.value == "None"
+        )
     return False
 
 

@@ -527,6 +527,9 @@ def test_a_branch_that_binds_a_missing_value_and_keeps_it_is_lazy():
     assert check(other.replace("{keep}", "self._all.insert(0, table)")) == []
     # Not kept: only returned to the caller.
     assert check(code.replace("{keep}", "pass")) == []
+    # The branch runs when the name was given: a conversion of the argument, every call.
+    given = code.replace("if table is None:", "if table is not None:")
+    assert check(given.replace("{keep}", "self._all.insert(0, table)")) == []
 
 
 def test_an_allocation_after_a_scan_of_the_kept_storage_is_lazy():
