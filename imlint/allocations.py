@@ -177,7 +177,14 @@ class SiteFinder:
         chain = (
             f"`{name}` keeps what its factory `{param}` returns in `{stored}`; the factory {via}"
         )
-        self._add_site(node, name, chain, False, report_node=inner, helper=True)
+        content = "unknown"
+        if isinstance(inner, cst.Call):
+            found = self._allocator(inner)
+            if found is not None:  # what the factory's tensor holds when made
+                content = content_of(found[0]) if found[1] is None else found[3]
+        self._add_site(
+            node, name, chain, False, report_node=inner, helper=True, made_content=content
+        )
 
     def _factory_allocation(self, arg: cst.BaseExpression) -> tuple[cst.CSTNode | None, str | None]:
         """Where a factory argument allocates, and how (None: it does not)."""

@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from imlint.project import DefSummary, FileSummary, Target
 
 
+#: Levels of functions handing a factory on to a get-or-create helper, followed.
+_HELPER_DEPTH = 3
+
+
 class AllocatorFinder:
     """The allocator part of :class:`imlint.project.ProjectIndex` (a mixin: the index
     owns the state below and the resolution methods)."""
@@ -151,11 +155,37 @@ class AllocatorFinder:
         return best
 
     def _find_helpers(self) -> None:
+        """Functions that keep what a factory they are handed returns, and, to a few
+        levels, functions that hand a parameter on to such a factory parameter
+        (``def get_buffer(name, factory): return _CTX.get_buffer(name, factory)``)."""
         for s in self.summaries:
             for d in s.defs.values():
                 for param, position, stored in d.factories:
                     self._helpers[(s.module, d.qual)] = (position, param, stored)
                     break
+        for _ in range(_HELPER_DEPTH):
+            found = self._forwarding_helpers()
+            if not found:
+                break
+            self._helpers.update(found)
+
+    def _forwarding_helpers(self) -> dict[Target, tuple[int, str, str]]:
+        found: dict[Target, tuple[int, str, str]] = {}
+        for s in self.summaries:
+            for d in s.defs.values():
+                me = (s.module, d.qual)
+                if me in self._helpers or d.kind != "function":
+                    continue
+                for callee, key, owner in d.passes:
+                    if owner not in d.params:
+                        continue
+                    target = self.resolve(s, d, callee)
+                    inner = self._helpers.get(target) if target is not None else None
+                    if inner is None or key not in (str(inner[0]), inner[1]):
+                        continue
+                    found[me] = (d.params.index(owner), owner, inner[2])
+                    break
+        return found
 
     def allocating_count(self) -> int:
         return len(self._alloc)

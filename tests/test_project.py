@@ -550,3 +550,45 @@ def test_summaries_are_the_same_in_every_process(tmp_path):
         for seed in ("1", "2", "3")
     }
     assert len(digests) == 1
+
+
+def test_a_function_handing_its_factory_to_a_helper_is_a_helper(tmp_path):
+    """``def get_buffer(name, factory): return _CTX.get_buffer(name, factory)``: calls
+    of it keep what the factory makes, even when imported inside the caller."""
+    files = {
+        "ctx.py": """
+            class Context:
+                def __init__(self):
+                    self.buffers = {}
+
+                def get_buffer(self, name, factory):
+                    buf = self.buffers.get(name)
+                    if buf is None:
+                        buf = factory()
+                        self.buffers[name] = buf
+                    return buf
+
+            _CTX = Context()
+
+            def get_buffer(name, factory):
+                return _CTX.get_buffer(name, factory)
+
+            def describe(name, factory):
+                return print(name, factory)
+            """,
+        "use.py": """
+            import torch
+
+            def workspace(n):
+                from ctx import {helper}
+
+                return {helper}("ws", lambda: torch.empty(n, dtype=torch.uint8))
+            """,
+    }
+    write_tree(tmp_path, {**files, "use.py": files["use.py"].replace("{helper}", "get_buffer")})
+    r = run_imlint("check", ".", "--no-cache", "--output-format", "json", cwd=tmp_path)
+    found = [(Path(d["path"]).name, d["line"], d["code"]) for d in json.loads(r.out)]
+    assert found == [("use.py", 6, "IM003")]
+    write_tree(tmp_path, {"use.py": files["use.py"].replace("{helper}", "describe")})
+    r = run_imlint("check", ".", "--no-cache", "--output-format", "json", cwd=tmp_path)
+    assert json.loads(r.out) == []
