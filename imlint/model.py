@@ -86,8 +86,12 @@ def build_model(
                 site.order, site.stmt,
             )  # fmt: skip
             site.mode = site_mode(site)
-            if site.function.qualname not in facts.construction:
-                site.lazy = "get-or-create helper"
+            f = site.function
+            built = (
+                f.is_constructor and f.cls is not None and f.cls.name not in index.per_call_classes
+            )
+            if f.qualname not in facts.construction and not built:
+                site.lazy = "get-or-create helper"  # not while a long-lived object is built
 
     fills: dict[int, set[str]] = {}  # id(function) -> the persistent storage it fills
     for f in collector.functions:

@@ -589,6 +589,18 @@ def test_a_function_handing_its_factory_to_a_helper_is_a_helper(tmp_path):
     r = run_imlint("check", ".", "--no-cache", "--output-format", "json", cwd=tmp_path)
     found = [(Path(d["path"]).name, d["line"], d["code"]) for d in json.loads(r.out)]
     assert found == [("use.py", 6, "IM003")]
+    # Called while a long-lived object is built: eager, not a first use.
+    in_init = """
+        import torch
+        from ctx import get_buffer
+
+        class B:
+            def __init__(self, n):
+                self.ws = get_buffer("ws", lambda: torch.empty(n, dtype=torch.uint8))
+        """
+    write_tree(tmp_path, {"use.py": in_init})
+    r = run_imlint("check", ".", "--no-cache", "--output-format", "json", cwd=tmp_path)
+    assert json.loads(r.out) == []
     write_tree(tmp_path, {"use.py": files["use.py"].replace("{helper}", "describe")})
     r = run_imlint("check", ".", "--no-cache", "--output-format", "json", cwd=tmp_path)
     assert json.loads(r.out) == []
