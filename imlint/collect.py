@@ -4,13 +4,13 @@ may outlive the call, in-place writes and allocation sites."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
 from imlint.allocations import SiteFinder
+from imlint.bindings import Bindings
 from imlint.handoffs import CallWrites
-from imlint.kinds import CONTAINER_METHODS
 from imlint.names import (
     INFERENCE_MODE_NAMES,
     ImportMap,
@@ -18,10 +18,9 @@ from imlint.names import (
     expr_text,
     literal_bool,
     name_matches,
-    string_value,
 )
 from imlint.options import AnalysisOptions
-from imlint.positions import EMPTY_MODULE, Positions
+from imlint.positions import Positions
 from imlint.project import NO_FACTS, FileFacts
 from imlint.semantic import (
     TORCH_WRITE,
@@ -33,17 +32,12 @@ from imlint.semantic import (
     FunctionModel,
     InplaceWrite,
     Mode,
-    Store,
 )
-from imlint.values import ITEMS, holds_containers, is_container, is_fresh, is_none
 from imlint.vocabulary import CACHE_DECORATORS
 from imlint.walk import walk
 
-#: ``isinstance(x, list)``: the builtin containers a branch can narrow a name to.
-_BUILTIN_CONTAINERS = frozenset({"list", "tuple", "dict", "set"})
 
-
-class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
+class Collector(SiteFinder, CallWrites, Bindings, cst.CSTVisitor):
     def __init__(
         self, options: AnalysisOptions, positions: Positions, facts: FileFacts = NO_FACTS
     ) -> None:
@@ -75,43 +69,6 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
     def _next(self) -> int:
         self._order += 1
         return self._order
-
-    def _list_store(
-        self, receiver: cst.BaseExpression, rtext: str, value: cst.BaseExpression
-    ) -> None:
-        f = self.func
-        assert f is not None
-        if not isinstance(receiver, cst.Call):
-            self._store("append", f"{rtext}[]", rtext, receiver, value)
-            return
-        func = receiver.func
-        args = receiver.args
-        if isinstance(func, cst.Attribute) and func.attr.value == "setdefault" and args:
-            owner = func.value
-            otext = expr_text(owner, f.self_name)
-            key = expr_text(args[0].value, f.self_name)
-            self._store("append", f"{otext}[{key}][]", otext, owner, value)
-
-    def _known_container(self, text: str) -> bool:
-        """Whether the enclosing ``if`` branches test ``isinstance(<text>, list)`` (or
-        another builtin container type): then ``<text>`` holds no tensor there."""
-        f = self.func
-        for frame in self._frames:
-            test = frame.test
-            if frame.kind != "if_body" or not isinstance(test, cst.Call):
-                continue
-            if not (isinstance(test.func, cst.Name) and test.func.value == "isinstance"):
-                continue
-            if len(test.args) != 2:
-                continue
-            kinds = test.args[1].value
-            names = kinds.elements if isinstance(kinds, cst.Tuple) else [kinds]
-            if expr_text(test.args[0].value, f.self_name if f else None) == text and all(
-                isinstance(n, cst.Name) and n.value in _BUILTIN_CONTAINERS
-                for n in (e.value if isinstance(e, cst.Element) else e for e in names)
-            ):
-                return True
-        return False
 
     def _snapshot(self) -> Frames:
         return tuple(self._frames)
@@ -324,37 +281,6 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
     def visit_CompFor(self, node: cst.CompFor) -> None:
         self._bind_items(node.target, node.iter, other=False)
 
-    def _bind_items(
-        self, target: cst.BaseExpression, items: cst.BaseExpression, other: bool = True
-    ) -> None:
-        """A loop variable holds an item of the storage it iterates: ``for buf in
-        self._bufs`` reads ``self._bufs[...]``, as do ``zip(self._bufs, outs)`` and
-        ``enumerate``. Only storage spelled out (an attribute, an entry): a local list
-        stays opaque, so a test on its items says nothing about kept storage."""
-        f = self.func
-        if f is None:
-            return
-        stored = isinstance(items, (cst.Attribute, cst.Subscript))
-        if isinstance(target, cst.Name) and target.value not in f.globals and stored:
-            item = cst.Subscript(items, [cst.SubscriptElement(cst.Index(cst.Name("_")))])
-            f.defs.setdefault(target.value, []).append(item)
-            return
-        name = dotted_name(items.func) if isinstance(items, cst.Call) else None
-        if isinstance(target, (cst.Tuple, cst.List)) and name in ("zip", "enumerate"):
-            assert isinstance(items, cst.Call)
-            args = [a.value for a in items.args if a.keyword is None and a.star == ""]
-            elements = [el.value for el in target.elements]
-            if name == "enumerate" and len(elements) == 2 and args:
-                if other:
-                    self._bind_target(elements[0])  # the index
-                elements, args = elements[1:], args[:1]
-            if len(args) == len(elements):
-                for el, arg in zip(elements, args, strict=True):
-                    self._bind_items(el, arg, other)
-                return
-        if other:
-            self._bind_target(target)  # a comprehension's own names stay as they were
-
     def visit_With_body(self, node: cst.With) -> None:
         mode: Mode | None = None
         for item in node.items:
@@ -423,102 +349,6 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
 
     # ---- statements
 
-    def _bind_target(self, target: cst.BaseExpression) -> None:
-        f = self.func
-        if f is None:
-            return
-        if isinstance(target, cst.Name):
-            f.other_bound.add(target.value)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for el in target.elements:
-                self._bind_target(el.value)
-        elif isinstance(target, cst.StarredElement):
-            self._bind_target(target.value)
-
-    def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
-        f = self.func
-        if f is None:
-            # Module and class level: remember which names hold dicts and lists.
-            if (
-                isinstance(target, cst.Name)
-                and value is not None
-                and is_container(value, self.imports)
-            ):
-                names = [target.value]
-                if self._class[-1] is not None:
-                    names.append("self." + target.value)
-                self.container_texts.update(names)
-                if holds_containers(value, self.imports):  # its items are containers too
-                    self.container_texts.update(n + ITEMS for n in names)
-            elif (
-                isinstance(target, cst.Name)
-                and self._class[-1] is None
-                and isinstance(value, cst.Call)
-                and isinstance(value.func, cst.Name)
-            ):
-                self.instances[target.value] = value.func.value
-            return
-        if isinstance(target, cst.Name):
-            name = target.value
-            if value is not None:
-                f.defs.setdefault(name, []).append(value)
-            else:
-                f.other_bound.add(name)
-            if name in f.globals:
-                self._store("global", name, None, target, value)
-                if value is not None and is_none(value):
-                    f.drops.append((name, self._next()))
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            values: Iterable[cst.BaseElement | None]
-            if isinstance(value, (cst.Tuple, cst.List)) and len(value.elements) == len(
-                target.elements
-            ):
-                values = value.elements
-            else:
-                values = [None] * len(target.elements)
-            for el, v in zip(target.elements, values, strict=False):
-                self._assign(el.value, v.value if v is not None else None)
-        elif isinstance(target, cst.StarredElement):
-            self._assign(target.value, None)
-        elif isinstance(target, cst.Attribute):
-            text = expr_text(target, f.self_name)
-            self._store("attribute", text, None, target.value, value)
-            if value is not None and is_none(value):
-                f.drops.append((text, self._next()))
-            elif value is not None and is_fresh(value, self.imports):
-                f.fresh_texts.setdefault(text, self._order)
-            if value is not None and is_container(value, self.imports):
-                self.container_texts.add(text)
-                if holds_containers(value, self.imports):
-                    self.container_texts.add(text + ITEMS)
-        elif isinstance(target, cst.Subscript):
-            text = expr_text(target, f.self_name)
-            container = expr_text(target.value, f.self_name)
-            self._store("subscript", text, container, target.value, value)
-            if not _string_keyed(target) and not self._known_container(container):
-                # ``ws["ci"] = ...`` fills a dict, not a tensor; so does ``x[i] = ...``
-                # under ``if isinstance(x, list):``
-                self._write(target.value, f"{container}[...] = ...")
-            if value is not None and is_none(value):
-                f.drops.append((text, self._next()))
-
-    def _store(
-        self,
-        kind: str,
-        target: str,
-        container: str | None,
-        root: cst.BaseExpression | None,
-        value: cst.BaseExpression | None,
-    ) -> None:
-        f = self.func
-        assert f is not None
-        stmt = self._stmt[-1] if self._stmt else None
-        if stmt is not None:
-            self._locate(stmt)  # where the value is kept, for the finding's ``kept_line``
-        f.stores.append(
-            Store(kind, target, container, root, value, self._snapshot(), self._next(), stmt)
-        )
-
     def _write(
         self,
         handle: cst.BaseExpression,
@@ -536,40 +366,6 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
                 handle, text, self._snapshot(), self._next(), node, f, self.positions, kind
             )
         )
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for t in node.targets:
-            self._assign(t.target, node.value)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._assign(node.target, node.value)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        f = self.func
-        if f is None:
-            return
-        target = node.target
-        handle = target.value if isinstance(target, cst.Subscript) else target
-        op = EMPTY_MODULE.code_for_node(node.operator).strip()
-        self._write(handle, f"{expr_text(target, f.self_name)} {op} ...")
-        if isinstance(target, cst.Name):
-            f.other_bound.add(target.value)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._assign(node.target, node.value)
-
-    def visit_Del(self, node: cst.Del) -> None:
-        f = self.func
-        if f is None:
-            return
-        targets = (
-            node.target.elements
-            if isinstance(node.target, (cst.Tuple, cst.List))
-            else [node.target]
-        )
-        for t in targets:
-            expr = t.value if isinstance(t, cst.BaseElement) else t
-            f.drops.append((expr_text(expr, f.self_name), self._next()))
 
     def visit_Return(self, node: cst.Return) -> None:
         f = self.func
@@ -615,48 +411,7 @@ class Collector(SiteFinder, CallWrites, cst.CSTVisitor):
         elif isinstance(func, cst.Attribute):
             f.calls.add(func.attr.value)
         self._call_writes(node, f)
-        if isinstance(func, cst.Attribute):
-            method = func.attr.value
-            receiver = func.value
-            if method in CONTAINER_METHODS:
-                f.container_uses.add(expr_text(receiver, f.self_name))
-            args = [a for a in node.args if a.star == ""]
-            rtext = expr_text(receiver, f.self_name)
-            if method in ("append", "insert") and len(args) == (1 if method == "append" else 2):
-                # A list kept beyond the call holds what is appended (``self._pool``), or
-                # a list kept in an entry (``self._pool.setdefault(k, []).append(t)``).
-                self._list_store(receiver, rtext, args[-1].value)
-            elif method == "setdefault" and len(args) >= 2:
-                key = expr_text(args[0].value, f.self_name)
-                self._store("setdefault", f"{rtext}[{key}]", rtext, receiver, args[1].value)
-            elif method == "__setitem__" and len(args) >= 2:
-                key = expr_text(args[0].value, f.self_name)
-                self._store("subscript", f"{rtext}[{key}]", rtext, receiver, args[1].value)
-            elif method == "update":
-                for a in args:
-                    if a.keyword is not None:
-                        self._store(
-                            "update", f"{rtext}['{a.keyword.value}']", rtext, receiver, a.value
-                        )
-                    elif isinstance(a.value, cst.Dict):
-                        for el in a.value.elements:
-                            if isinstance(el, cst.DictElement):
-                                key = expr_text(el.key, f.self_name)
-                                self._store("update", f"{rtext}[{key}]", rtext, receiver, el.value)
-            elif method == "register_buffer" and len(args) >= 2:
-                name = string_value(args[0].value)
-                target = f"{rtext}.{name}" if name else f"{rtext}.<buffer>"
-                self._store("register_buffer", target, None, receiver, args[1].value)
-            elif method == "pop" and args:
-                f.drops.append((f"{rtext}[{expr_text(args[0].value, f.self_name)}]", self._next()))
-            elif method == "clear" and not args:
-                f.drops.append((f"{rtext}[]", self._next()))
-        elif isinstance(func, cst.Name) and func.value == "setattr" and len(node.args) >= 3:
-            obj = node.args[0].value
-            name = string_value(node.args[1].value)
-            otext = expr_text(obj, f.self_name)
-            target = f"{otext}.{name}" if name else f"{otext}.<{expr_text(node.args[1].value)}>"
-            self._store("setattr", target, None, obj, node.args[2].value)
+        self._method_store(node, f)
 
 
 def _module_level_imports(body: Sequence[cst.CSTNode]) -> Iterator[cst.Import | cst.ImportFrom]:
@@ -674,14 +429,6 @@ def _module_level_imports(body: Sequence[cst.CSTNode]) -> Iterator[cst.Import | 
                     for grandchild in child.children:
                         if isinstance(grandchild, cst.IndentedBlock):
                             yield from _module_level_imports(grandchild.body)
-
-
-def _string_keyed(target: cst.Subscript) -> bool:
-    """``x["key"]``: a tensor cannot be indexed by a string, so ``x`` is a mapping."""
-    return len(target.slice) == 1 and isinstance(
-        getattr(target.slice[0].slice, "value", None),
-        (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString),
-    )
 
 
 def _calls_is_inference(test: cst.BaseExpression) -> bool:
