@@ -20,7 +20,6 @@ answered for findings after the files are checked.
 from __future__ import annotations
 
 import ast
-import builtins
 import hashlib
 import os
 from collections.abc import Iterable, Iterator
@@ -29,7 +28,6 @@ from dataclasses import dataclass, field, fields
 from imlint.index_allocators import AllocatorFinder
 from imlint.index_reach import ReachFinder
 from imlint.kinds import (
-    DERIVED_METHODS,
     MODULE_SCOPE,
     READER_MODULES,
     external_writer,
@@ -39,6 +37,11 @@ from imlint.lifetimes import Lifetimes, construction_only
 from imlint.names import imported_from
 from imlint.options import AnalysisOptions
 from imlint.source import quiet_parse
+from imlint.summary_writes import BUILTINS as _BUILTINS
+from imlint.summary_writes import WriteFacts
+from imlint.summary_writes import dotted as _dotted
+from imlint.summary_writes import handle_root as _handle_root
+from imlint.summary_writes import made_here as _made_here
 from imlint.vocabulary import (
     CACHE_DECORATORS,
     INFERENCE_MODE_NAMES,
@@ -65,7 +68,6 @@ _WRAPPERS = frozenset(
     }
 )
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
-_BUILTINS = frozenset(dir(builtins))
 
 
 # ------------------------------------------------------------------------------ summaries
@@ -184,17 +186,6 @@ def module_name(path: str) -> tuple[str, bool]:
     return ".".join(parts) or stem, is_package
 
 
-def _dotted(node: ast.expr) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
-
-
 @dataclass
 class _Scope:
     summary: DefSummary
@@ -264,7 +255,7 @@ class _FastVisitor:
                 visit(value)
 
 
-class _Summarizer(_FastVisitor):
+class _Summarizer(WriteFacts, _FastVisitor):
     """One walk over a module's ``ast`` tree; see :class:`DefSummary` for what it keeps."""
 
     def __init__(self, module: str, is_package: bool, options: AnalysisOptions) -> None:
@@ -582,110 +573,6 @@ class _Summarizer(_FastVisitor):
             if kw.arg is not None and _made_here(kw.value, assigned):
                 scope.handed.append((kw.value, f"handed:{text}:{kw.arg}"))
 
-    def _param_writes(self, node: ast.Call, text: str, launch: bool, scope: _Scope) -> None:
-        """What a call does with the tensors a function was handed (its parameters), keeps
-        on ``self``, or got back from a call: writes them in place, stores to them from a
-        Triton kernel, or hands them on (see ``imlint/writes.py``)."""
-        func = node.func
-        q = self.qualify(text)
-        torch_op = q.startswith("torch.") and not q.startswith("torch.ops.")
-        if isinstance(func, ast.Attribute) and not launch and is_inplace_name(func.attr):
-            self._wrote(func.value, "torch", scope)
-            if not torch_op:
-                return  # ``z.sub_(mean)``: the other arguments are inputs
-        if not node.args and not node.keywords:
-            return
-        for kw in node.keywords:
-            if kw.arg == "out":
-                outside = not torch_op and not isinstance(func, ast.Attribute)
-                self._wrote(kw.value, "kernel" if outside else "torch", scope)
-        if scope.kernel and q.startswith("triton.language.") and node.args:
-            if q.rsplit(".", 1)[-1] in _TRITON_STORES:
-                for name in _pointer_bases(node.args[0], scope.assigned):
-                    if name in scope.params:
-                        scope.pwrites.add((name, "kernel"))
-            return
-        if torch_op:
-            if node.args and is_inplace_name(q.rsplit(".", 1)[-1]):
-                self._wrote(node.args[0], "torch", scope)
-            return
-        callee = ("[]" if launch else "") + text
-        for i, arg in enumerate(node.args):
-            if _is_raw_pointer(arg):
-                self._wrote(arg.func.value, "kernel", scope)  # type: ignore[attr-defined]
-            else:
-                self._handed_on(arg, callee, str(i), scope)
-        for kw in node.keywords:
-            if kw.arg not in (None, "out"):
-                self._handed_on(kw.value, callee, kw.arg, scope)
-
-    def _wrote(self, expr: ast.expr, kind: str, scope: _Scope) -> None:
-        """A write into what ``expr`` names: a parameter, a tensor on ``self``, or the
-        result of a call (``buf = get_buffer(n); buf.zero_()``)."""
-        owner = _owner(expr, scope)
-        if owner is not None:
-            scope.pwrites.add((owner, kind))
-        for made, key in self._results_in(expr, scope):
-            scope.rwrites.add((made, kind, key))
-
-    def _handed_on(self, expr: ast.expr, callee: str, key: str, scope: _Scope) -> None:
-        owner = _owner(expr, scope)
-        if owner is not None:
-            scope.passes.add((callee, key, owner))
-        for made, rkey in self._results_in(expr, scope):
-            scope.rwrites.add((made, f"handed:{callee}:{key}", rkey))
-
-    def _results_in(self, expr: ast.expr, scope: _Scope) -> set[tuple[str, str]]:
-        """(call text, key): results of calls a handle names, directly (``get(n)[:m]``)
-        or through locals, an enclosing function's included (``buf = get(n)``, then
-        ``buf[:m]``, ``x = bufs["out"]``); key is the constant key the result is read at
-        (``get_bufs(n)["out"]``; ``#1`` for the item at 1, ``a, b = get_bufs(n)``), "" for
-        the whole result. Computed values name none."""
-        out: set[tuple[str, str]] = set()
-        pending: list[tuple[ast.expr, str, frozenset[str]]] = [(expr, "", frozenset())]
-        while pending:
-            e, key, seen = pending.pop()
-            while True:
-                if isinstance(e, ast.Subscript):
-                    k = e.slice
-                    if isinstance(k, ast.Constant) and isinstance(k.value, str):
-                        key = k.value  # the entry of a returned mapping
-                    elif isinstance(k, ast.Constant) and type(k.value) is int:
-                        key = f"#{k.value}"  # the item of a returned tuple
-                    e = e.value
-                elif isinstance(e, (ast.Attribute, ast.Starred)):
-                    e = e.value
-                elif (
-                    isinstance(e, ast.Call)
-                    and isinstance(e.func, ast.Attribute)
-                    and e.func.attr in DERIVED_METHODS
-                ):
-                    e = e.func.value
-                else:
-                    break
-            if isinstance(e, ast.Call):
-                text = _dotted(e.func)
-                head = (text or "").split(".", 1)[0]
-                if text is not None and (head not in _BUILTINS or head in self.defs):
-                    out.add((self.call_text(e.func), key))
-            elif isinstance(e, ast.Name) and e.id not in seen:
-                for value in self._local_values(e.id, scope):
-                    pending.append((value, key, seen | {e.id}))
-        return out
-
-    def _local_values(self, name: str, scope: _Scope) -> list[ast.expr]:
-        """What a name is bound to in this function, else in an enclosing one (a
-        closure); nothing for a parameter, a global or module code."""
-        for sc in reversed(self.scopes):
-            if sc is not scope and sc.summary.kind != "function":
-                break
-            if name in sc.params or name in sc.globals:
-                return []
-            values = [*sc.assigned.get(name, ()), *sc.unpacked.get(name, ())]
-            if values:
-                return values
-        return []
-
     def _store(self, target: ast.expr, value: ast.expr, how: str) -> None:
         scope = self.scopes[-1]
         root = self._root(target)
@@ -971,111 +858,6 @@ def _zero_elements(node: ast.Call) -> bool:
 
 
 #: ``triton.language`` calls that write through the pointer they are given first.
-def _pointer_bases(expr: ast.expr, assigned: dict[str, list[ast.expr]]) -> set[str]:
-    """The names a Triton pointer expression may point into, through local assignments
-    (``ptrs = out_ptr + offs[:, None] * stride; tl.store(ptrs, x)``: ``out_ptr``). A
-    pointer is a base plus offsets: only the terms of ``+``/``-`` can be the base, never
-    a product or what a call computes (``tl.load(starts_ptr + i)`` is an offset, not a
-    pointer into ``starts_ptr``), except the calls that carry a pointer on
-    (``p.to(...)``, ``tl.make_block_ptr(base, ...)``, ``tl.advance(p, ...)``)."""
-    out: set[str] = set()
-    stack = [expr]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, ast.Name):
-            if e.id not in out:
-                out.add(e.id)
-                stack.extend(assigned.get(e.id, ()))
-        elif isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub)):
-            stack.extend((e.left, e.right))
-        elif isinstance(e, ast.Subscript):
-            stack.append(e.value)
-        elif isinstance(e, ast.IfExp):
-            stack.extend((e.body, e.orelse))
-        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
-            if e.func.attr in _POINTER_CARRIERS and e.args:
-                stack.append(e.args[0])
-            elif e.func.attr in _POINTER_CARRIERS:
-                stack.extend(kw.value for kw in e.keywords if kw.arg == "base")
-            elif e.func.attr in ("to", "cast"):
-                stack.append(e.func.value)  # ``p.to(...)``; ``tl.cast(p, ...)``: its argument
-                stack.extend(e.args[:1])
-    return out
-
-
-#: Triton calls whose first argument (``base=``) is the pointer they carry on.
-_POINTER_CARRIERS = frozenset({"make_block_ptr", "advance", "make_tensor_descriptor"})
-
-_TRITON_STORES = frozenset(
-    {"store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas",
-     "atomic_and", "atomic_or", "atomic_xor"}
-)  # fmt: skip
-
-
-def _owner(expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) -> str | None:
-    """Whose tensor an expression names, as a function's summary records writes: a
-    parameter (``buf``, ``buf[:n]``, a local view ``v = buf[:n]``) or an attribute of
-    ``self`` (``self.buf``)."""
-    attr: str | None = None
-    while True:
-        if isinstance(expr, ast.Attribute):
-            attr = expr.attr
-            expr = expr.value
-        elif isinstance(expr, (ast.Subscript, ast.Starred)):
-            attr = None
-            expr = expr.value
-        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
-            if expr.func.attr not in DERIVED_METHODS:
-                return None
-            attr = None
-            expr = expr.func.value
-        else:
-            break
-    if not isinstance(expr, ast.Name):
-        return None
-    if expr.id == scope.self_name:
-        return f"self.{attr}" if attr else None
-    if expr.id in scope.params:
-        return expr.id
-    values = scope.assigned.get(expr.id, ())
-    if len(values) == 1 and expr.id not in seen and not isinstance(values[0], ast.Name):
-        return _owner(values[0], scope, seen | {expr.id})  # a view: ``v = buf[:n]``
-    return None
-
-
-def _made_here(expr: ast.expr, assigned: dict[str, list[ast.expr]]) -> bool:
-    """A call, or a name bound to a call's result in this scope, or a field of one."""
-    if isinstance(expr, ast.Call):
-        return True
-    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
-        expr = expr.value
-    return isinstance(expr, ast.Name) and any(
-        isinstance(v, ast.Call) for v in assigned.get(expr.id, ())
-    )
-
-
-def _is_raw_pointer(expr: ast.expr) -> bool:
-    return (
-        isinstance(expr, ast.Call)
-        and isinstance(expr.func, ast.Attribute)
-        and expr.func.attr == "data_ptr"
-    )
-
-
-def _handle_root(expr: ast.expr) -> str | None:
-    """The name a tensor argument starts from: ``buf`` for ``buf``, ``buf[:n]``,
-    ``buf.view(-1)``, ``self`` for ``self._buf``; None for anything computed."""
-    while True:
-        if isinstance(expr, (ast.Attribute, ast.Subscript, ast.Starred)):
-            expr = expr.value
-        elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
-            if expr.func.attr not in DERIVED_METHODS:
-                return None
-            expr = expr.func.value
-        else:
-            break
-    return expr.id if isinstance(expr, ast.Name) else None
-
 
 #: Methods that return the object they are called on (``torch.nn.Module``'s).
 RETURNS_SELF_METHODS = frozenset(
