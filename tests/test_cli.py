@@ -89,6 +89,7 @@ def test_json_output_is_a_list_of_stable_objects(tmp_path):
         "statement",
         "armed",
         "reach",
+        "kept_line",
         "url",
         "fix",
     }
@@ -96,6 +97,7 @@ def test_json_output_is_a_list_of_stable_objects(tmp_path):
     assert item["fix"]["applicability"] == "safe"
     assert item["applicability"] == "safe" and item["unsafe_reason"] is None
     assert item["armed"] is False and item["reach"].startswith("no path found")
+    assert item["kept_line"] is None  # allocated in the statement that keeps it
     assert (item["line"], item["col"], item["code"], item["severity"]) == (
         8,
         21,
