@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from imlint.kinds import CONSTRUCTORS
+from imlint.kinds import CONSTRUCTORS, MODE_OFF_REGIONS
 from imlint.vocabulary import content_of
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ class AllocatorFinder:
         if constructor and best is None and only is None:
             # A constructor that calls a method of its own class that keeps a tensor.
             for text, region in d.calls:
-                if region == "guarded" or not text.startswith("self."):
+                if region in MODE_OFF_REGIONS or not text.startswith("self."):
                     continue
                 target = self.resolve(s, d, text)
                 if target is None:

@@ -8,7 +8,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from imlint.kinds import MODULE_SCOPE
+from imlint.kinds import MODE_OFF_REGIONS, MODULE_SCOPE, THREAD_REGION
 
 if TYPE_CHECKING:
     from imlint.project import FileSummary, Target
@@ -63,7 +63,7 @@ class ReachFinder:
             node = queue.popleft()
             unresolved += self.unresolved_count(node[1])
             for caller, region in self.callers.get(node, ()):
-                if region == "guarded" or caller in parent:
+                if region in MODE_OFF_REGIONS or caller in parent:
                     continue
                 parent[caller] = node
                 if region == "inference":
@@ -95,9 +95,10 @@ class ReachFinder:
             if not callers:
                 return None  # an entry point: nothing is known about its mode
             for caller, region in callers:
-                if region == "guarded":
+                if region in MODE_OFF_REGIONS:
                     path = self.modules[caller[0]].path
-                    guards.append(f"`{caller[1]}` ({path})")
+                    how = " (starts it as a thread)" if region == THREAD_REGION else ""
+                    guards.append(f"`{caller[1]}` ({path}){how}")
                     continue
                 if self.unresolved_count(caller[1]) or caller[1] == MODULE_SCOPE:
                     return None
@@ -106,6 +107,11 @@ class ReachFinder:
                     stack.append(caller)
         if not guards:
             return None
+        if any(g.endswith("(starts it as a thread)") for g in guards):
+            return (
+                "every call path runs with inference mode off (`inference_mode(False)`, or "
+                "a new thread, where it is off) in " + ", ".join(sorted(set(guards)))
+            )
         return "every call path passes through `inference_mode(False)` in " + ", ".join(
             sorted(set(guards))
         )

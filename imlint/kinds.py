@@ -102,3 +102,11 @@ STORE_METHODS: dict[str, str] = {
 def is_inplace_name(name: str) -> bool:
     """``zero_``, ``copy_``, ``index_put_``: torch's in-place ops end in one underscore."""
     return name.endswith("_") and not name.startswith("_") and len(name) > 1
+
+
+#: The call region of a function started as a thread (``threading.Thread(target=f)``):
+#: inference mode is per thread and off in a new one, so like ``inference_mode(False)``
+#: it stops a path from an inference-mode region.
+THREAD_REGION = "thread"
+#: Call regions that run their callee with inference mode off.
+MODE_OFF_REGIONS = frozenset({"guarded", THREAD_REGION})

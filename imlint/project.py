@@ -30,6 +30,7 @@ from imlint.index_reach import ReachFinder
 from imlint.kinds import (
     MODULE_SCOPE,
     READER_MODULES,
+    THREAD_REGION,
     external_writer,
     is_inplace_name,
 )
@@ -56,7 +57,7 @@ from imlint.vocabulary import (
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 13
+SUMMARY_VERSION = 14
 
 #: Calls whose result holds their first argument (a tensor kept by a module).
 _WRAPPERS = frozenset(
@@ -513,6 +514,13 @@ class _Summarizer(WriteFacts, _FastVisitor):
         head = text.split(".", 1)[0]
         if head not in _BUILTINS or head in self.imports or head in self.defs:
             scope.calls.add((text, self.region))
+        if self.qualify(text) == "threading.Thread":
+            # ``Thread(target=self._run)``: the target runs in a new thread, where
+            # inference mode is off (it is per thread), whatever mode starts it.
+            for kw in node.keywords:
+                started = _dotted(kw.value) if kw.arg == "target" else None
+                if started is not None:
+                    scope.calls.add((started, THREAD_REGION))
         func = node.func
         last = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
         if last is not None:

@@ -604,3 +604,39 @@ def test_a_function_handing_its_factory_to_a_helper_is_a_helper(tmp_path):
     write_tree(tmp_path, {"use.py": files["use.py"].replace("{helper}", "describe")})
     r = run_imlint("check", ".", "--no-cache", "--output-format", "json", cwd=tmp_path)
     assert json.loads(r.out) == []
+
+
+def test_code_that_runs_only_in_a_new_thread_is_not_reported(tmp_path):
+    """Inference mode is per thread and off in a new one: a buffer made only on the way
+    from a ``threading.Thread`` target is never an inference tensor."""
+    video = """
+        import threading
+
+        import torch
+
+        _BUF = {}
+
+        def _acquire(n):
+            buf = _BUF.get(n)
+            if buf is None:
+                buf = torch.empty(n, dtype=torch.uint8)
+                _BUF[n] = buf
+            return buf
+
+        class Encoder:
+            def _pipe(self, frames):
+                for f in frames:
+                    _acquire(f.numel())[: f.numel()].copy_(f.flatten())
+
+            def start(self, frames):
+                self._t = {start}
+        """
+    thread = "threading.Thread(target=self._pipe, args=(frames,), daemon=True)"
+    write_tree(tmp_path, {"video.py": video.replace("{start}", thread)})
+    r = run_imlint("check", ".", "--no-cache", "--output-format", "json", cwd=tmp_path)
+    assert json.loads(r.out) == []
+    r = run_imlint("check", ".", "--no-cache", "--explain-reach", cwd=tmp_path)
+    assert "a new thread" in r.out and "`Encoder.start`" in r.out
+    write_tree(tmp_path, {"video.py": video.replace("{start}", "self._pipe(frames)")})
+    r = run_imlint("check", ".", "--no-cache", "--output-format", "json", cwd=tmp_path)
+    assert [(d["line"], d["code"]) for d in json.loads(r.out)] == [(10, "IM001")]
