@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from imlint.kinds import CONTAINER_METHODS
-from imlint.names import ImportMap, dotted_name, expr_text, string_value
+from imlint.names import ImportMap, dotted_name, expr_text, string_value, unpacked
 from imlint.positions import EMPTY_MODULE, Positions
 from imlint.semantic import ClassModel, Frame, FunctionModel, Store
 from imlint.values import ITEMS, holds_containers, is_container, is_fresh, is_none
@@ -240,13 +240,7 @@ class Bindings:
         f = self.func
         if f is None:
             return
-        targets = (
-            node.target.elements
-            if isinstance(node.target, (cst.Tuple, cst.List))
-            else [node.target]
-        )
-        for t in targets:
-            expr = t.value if isinstance(t, cst.BaseElement) else t
+        for expr in unpacked(node.target):
             f.drops.append((expr_text(expr, f.self_name), self._next()))
 
     def _method_store(self, node: cst.Call, f: FunctionModel) -> None:

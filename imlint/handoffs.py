@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from imlint.kinds import DERIVED_METHODS, is_inplace_name
-from imlint.names import ImportMap, dotted_name, expr_text
+from imlint.names import ImportMap, dotted_name, expr_text, unpacked
 from imlint.positions import Positions
 from imlint.project import FileFacts
 from imlint.semantic import (
@@ -66,13 +66,7 @@ class CallWrites:
         for arg in node.args:
             if arg.keyword is not None and arg.keyword.value == "out":
                 kind = TORCH_WRITE if torch_op or _tensor_method(func) else KERNEL_WRITE
-                outs = (
-                    arg.value.elements
-                    if isinstance(arg.value, (cst.Tuple, cst.List))
-                    else [arg.value]
-                )
-                for o in outs:
-                    v = o.value if isinstance(o, cst.BaseElement) else o
+                for v in unpacked(arg.value):
                     self._write(v, f"out={expr_text(v, f.self_name)}", at=node, kind=kind)
         if isinstance(func, cst.Attribute):
             method = func.attr.value

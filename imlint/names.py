@@ -158,6 +158,14 @@ def expr_text(node: cst.CSTNode, self_name: str | None = None) -> str:
     return "".join(code.split())
 
 
+def unpacked(node: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The items of a tuple or list display (``del a, b``, ``out=(x, y)``), else the
+    expression itself."""
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return [el.value for el in node.elements]
+    return [node]
+
+
 def literal_bool(node: cst.BaseExpression) -> bool | None:
     if isinstance(node, cst.Name) and node.value in ("True", "False"):
         return node.value == "True"
