@@ -32,12 +32,12 @@ from imlint.kinds import (
     READER_MODULES,
     THREAD_REGION,
     external_writer,
-    is_inplace_name,
 )
 from imlint.lifetimes import Lifetimes, construction_only
 from imlint.names import imported_from
 from imlint.options import AnalysisOptions
 from imlint.source import quiet_parse
+from imlint.summary_values import ValueOrigins
 from imlint.summary_writes import BUILTINS as _BUILTINS
 from imlint.summary_writes import WriteFacts
 from imlint.summary_writes import dotted as _dotted
@@ -46,7 +46,6 @@ from imlint.summary_writes import made_here as _made_here
 from imlint.vocabulary import (
     CACHE_DECORATORS,
     INFERENCE_MODE_NAMES,
-    NON_TENSOR_METHODS,
     SIZED_FACTORIES,
     TENSOR_DERIVING_METHODS,
     TENSOR_NEW_METHODS,
@@ -59,15 +58,6 @@ from imlint.writes import param_writes, result_writes
 #: Bump when the summary layout or what it records changes (part of the cache key).
 SUMMARY_VERSION = 14
 
-#: Calls whose result holds their first argument (a tensor kept by a module).
-_WRAPPERS = frozenset(
-    {
-        "torch.nn.Parameter",
-        "torch.nn.parameter.Parameter",
-        "torch.nn.Buffer",
-        "torch.nn.parameter.Buffer",
-    }
-)
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
 
@@ -256,7 +246,7 @@ class _FastVisitor:
                 visit(value)
 
 
-class _Summarizer(WriteFacts, _FastVisitor):
+class _Summarizer(WriteFacts, ValueOrigins, _FastVisitor):
     """One walk over a module's ``ast`` tree; see :class:`DefSummary` for what it keeps."""
 
     def __init__(self, module: str, is_package: bool, options: AnalysisOptions) -> None:
@@ -699,91 +689,6 @@ class _Summarizer(WriteFacts, _FastVisitor):
 
     # ---- what a scope allocates
 
-    def refs(self, expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) -> set[str]:
-        """What the value of ``expr`` may come from: ``!torch.empty`` (an allocation;
-        ``!torch.empty.copy_`` when filled in place as it is made), ``#param`` (a call of
-        a parameter) or a call text to resolve later."""
-        out: set[str] = set()
-        stack = [expr]
-        while stack:
-            e = stack.pop()
-            if isinstance(e, ast.Call):
-                direct = self.is_allocator(e)
-                if direct is not None:
-                    out.add("!" + direct)
-                    continue
-                func = e.func
-                if isinstance(func, ast.Name) and func.id in scope.params:
-                    out.add("#" + func.id)
-                    continue
-                text = _dotted(func)
-                if text is not None and self.qualify(text) in _WRAPPERS and e.args:
-                    stack.append(e.args[0])
-                    continue
-                if isinstance(func, ast.Name) or (text is not None and "." in text):
-                    out.add(self.call_text(func))
-                if isinstance(func, ast.Attribute) and func.attr not in NON_TENSOR_METHODS:
-                    filled = isinstance(func.value, ast.Call) and is_inplace_name(func.attr)
-                    made = self.is_allocator(func.value) if filled else None  # type: ignore[arg-type]
-                    if made is not None:
-                        out.add(f"!{made}.{func.attr}")  # ``torch.empty(n).copy_(x)``: filled
-                        continue
-                    stack.append(func.value)  # ``torch.empty(n).view(-1)``
-            elif isinstance(e, ast.Name):
-                if e.id in seen or e.id in scope.globals:
-                    continue
-                for v in scope.assigned.get(e.id, ()):
-                    out |= self.refs(v, scope, seen | {e.id})
-            elif isinstance(e, (ast.Tuple, ast.List, ast.Set)):
-                stack.extend(e.elts)
-            elif isinstance(e, ast.Dict):
-                stack.extend(v for v in e.values if v is not None)
-            elif isinstance(e, ast.IfExp):
-                stack.extend((e.body, e.orelse))
-            elif isinstance(e, ast.BoolOp):
-                stack.extend(e.values)
-            elif isinstance(e, ast.BinOp):
-                stack.extend((e.left, e.right))
-            elif isinstance(e, (ast.UnaryOp,)):
-                stack.append(e.operand)
-            elif isinstance(e, (ast.Subscript, ast.Starred, ast.NamedExpr)):
-                stack.append(e.value)
-        return out
-
-    def _made(self, expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) -> set[str]:
-        """Call texts whose result ``expr`` may be, or be part of (through local names):
-        ``bundle.allocator`` and ``model.eval()`` carry what ``bundle`` and ``model`` hold
-        (a field of the object; a method that returns the object itself)."""
-        out: set[str] = set()
-        stack = [expr]
-        while stack:
-            e = stack.pop()
-            if isinstance(e, ast.Call):
-                text = _dotted(e.func)
-                if text is not None:
-                    out.add(self.call_text(e.func, scope))
-                func = e.func
-                if (
-                    isinstance(func, ast.Attribute)
-                    and func.attr in RETURNS_SELF_METHODS
-                    and isinstance(func.value, ast.Name)
-                ):
-                    stack.append(func.value)
-            elif isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name):
-                stack.append(e.value)
-            elif isinstance(e, ast.Name) and e.id not in seen and e.id not in scope.globals:
-                for v in scope.assigned.get(e.id, ()):
-                    out |= self._made(v, scope, seen | {e.id})
-            elif isinstance(e, (ast.Tuple, ast.List, ast.Set)):
-                stack.extend(e.elts)
-            elif isinstance(e, ast.IfExp):
-                stack.extend((e.body, e.orelse))
-            elif isinstance(e, ast.BoolOp):
-                stack.extend(e.values)
-            elif isinstance(e, (ast.NamedExpr, ast.Starred)):
-                stack.append(e.value)
-        return out
-
     def _finish(self, scope: _Scope) -> None:
         s = scope.summary
         s.calls = sorted(scope.calls)
@@ -864,14 +769,6 @@ def _zero_elements(node: ast.Call) -> bool:
     dims = first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]
     return any(isinstance(d, ast.Constant) and d.value == 0 and d.value is not False for d in dims)
 
-
-#: ``triton.language`` calls that write through the pointer they are given first.
-
-#: Methods that return the object they are called on (``torch.nn.Module``'s).
-RETURNS_SELF_METHODS = frozenset(
-    {"eval", "train", "to", "cuda", "cpu", "half", "float", "bfloat16", "requires_grad_",
-     "share_memory"}
-)  # fmt: skip
 
 #: Methods that keep what they are handed (on a container or registry).
 KEEPING_METHODS = frozenset(

@@ -1,0 +1,129 @@
+"""What a function's summary records about where a value comes from
+(``imlint/project.py``): the allocations and calls an expression kept or returned is
+made from, through locals, wrappers (``nn.Parameter``) and methods that return their
+receiver (``module.to(d)``)."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from imlint.kinds import is_inplace_name
+from imlint.summary_writes import dotted as _dotted
+from imlint.vocabulary import NON_TENSOR_METHODS
+
+if TYPE_CHECKING:
+    from imlint.project import _Scope
+
+#: Calls whose result holds their first argument (a tensor kept by a module).
+_WRAPPERS = frozenset(
+    {
+        "torch.nn.Parameter",
+        "torch.nn.parameter.Parameter",
+        "torch.nn.Buffer",
+        "torch.nn.parameter.Buffer",
+    }
+)
+
+#: Methods that return the object they are called on (``torch.nn.Module``'s).
+RETURNS_SELF_METHODS = frozenset(
+    {"eval", "train", "to", "cuda", "cpu", "half", "float", "bfloat16", "requires_grad_",
+     "share_memory"}
+)  # fmt: skip
+
+
+class ValueOrigins:
+    """A mixin of the project summarizer (``imlint.project._Summarizer``)."""
+
+    if TYPE_CHECKING:
+
+        def qualify(self, text: str) -> str: ...
+
+        def call_text(self, func: ast.expr, scope: _Scope | None = None) -> str: ...
+
+        def is_allocator(self, node: ast.Call) -> str | None: ...
+
+    def refs(self, expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) -> set[str]:
+        """What the value of ``expr`` may come from: ``!torch.empty`` (an allocation;
+        ``!torch.empty.copy_`` when filled in place as it is made), ``#param`` (a call of
+        a parameter) or a call text to resolve later."""
+        out: set[str] = set()
+        stack = [expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, ast.Call):
+                direct = self.is_allocator(e)
+                if direct is not None:
+                    out.add("!" + direct)
+                    continue
+                func = e.func
+                if isinstance(func, ast.Name) and func.id in scope.params:
+                    out.add("#" + func.id)
+                    continue
+                text = _dotted(func)
+                if text is not None and self.qualify(text) in _WRAPPERS and e.args:
+                    stack.append(e.args[0])
+                    continue
+                if isinstance(func, ast.Name) or (text is not None and "." in text):
+                    out.add(self.call_text(func))
+                if isinstance(func, ast.Attribute) and func.attr not in NON_TENSOR_METHODS:
+                    filled = isinstance(func.value, ast.Call) and is_inplace_name(func.attr)
+                    made = self.is_allocator(func.value) if filled else None  # type: ignore[arg-type]
+                    if made is not None:
+                        out.add(f"!{made}.{func.attr}")  # ``torch.empty(n).copy_(x)``: filled
+                        continue
+                    stack.append(func.value)  # ``torch.empty(n).view(-1)``
+            elif isinstance(e, ast.Name):
+                if e.id in seen or e.id in scope.globals:
+                    continue
+                for v in scope.assigned.get(e.id, ()):
+                    out |= self.refs(v, scope, seen | {e.id})
+            elif isinstance(e, (ast.Tuple, ast.List, ast.Set)):
+                stack.extend(e.elts)
+            elif isinstance(e, ast.Dict):
+                stack.extend(v for v in e.values if v is not None)
+            elif isinstance(e, ast.IfExp):
+                stack.extend((e.body, e.orelse))
+            elif isinstance(e, ast.BoolOp):
+                stack.extend(e.values)
+            elif isinstance(e, ast.BinOp):
+                stack.extend((e.left, e.right))
+            elif isinstance(e, (ast.UnaryOp,)):
+                stack.append(e.operand)
+            elif isinstance(e, (ast.Subscript, ast.Starred, ast.NamedExpr)):
+                stack.append(e.value)
+        return out
+
+    def _made(self, expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) -> set[str]:
+        """Call texts whose result ``expr`` may be, or be part of (through local names):
+        ``bundle.allocator`` and ``model.eval()`` carry what ``bundle`` and ``model`` hold
+        (a field of the object; a method that returns the object itself)."""
+        out: set[str] = set()
+        stack = [expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, ast.Call):
+                text = _dotted(e.func)
+                if text is not None:
+                    out.add(self.call_text(e.func, scope))
+                func = e.func
+                if (
+                    isinstance(func, ast.Attribute)
+                    and func.attr in RETURNS_SELF_METHODS
+                    and isinstance(func.value, ast.Name)
+                ):
+                    stack.append(func.value)
+            elif isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name):
+                stack.append(e.value)
+            elif isinstance(e, ast.Name) and e.id not in seen and e.id not in scope.globals:
+                for v in scope.assigned.get(e.id, ()):
+                    out |= self._made(v, scope, seen | {e.id})
+            elif isinstance(e, (ast.Tuple, ast.List, ast.Set)):
+                stack.extend(e.elts)
+            elif isinstance(e, ast.IfExp):
+                stack.extend((e.body, e.orelse))
+            elif isinstance(e, ast.BoolOp):
+                stack.extend(e.values)
+            elif isinstance(e, (ast.NamedExpr, ast.Starred)):
+                stack.append(e.value)
+        return out
