@@ -73,6 +73,8 @@ def build_model(
         facts.returned_writes,
         members=_members(collector),
         per_call_params=facts.per_call_params,
+        unheld_params=facts.unheld_params,
+        replaced_attrs=facts.replaced_attrs,
         derived=frozenset(i for i, site in enumerate(allocations) if site.derived),
     )
     analyses = {id(f): FunctionAnalysis(f, index) for f in collector.functions}

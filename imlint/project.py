@@ -25,6 +25,7 @@ import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, fields
 
+from imlint.holders import Holders
 from imlint.index_allocators import AllocatorFinder
 from imlint.index_reach import ReachFinder
 from imlint.kinds import (
@@ -56,7 +57,7 @@ from imlint.vocabulary import (
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 14
+SUMMARY_VERSION = 15
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -103,12 +104,21 @@ class DefSummary:
     #: hands to a kernel (``kernel``), or hands to ``<callee>:<position or keyword>``;
     #: key is the constant key the result is read at (``get_bufs(n)["out"]``), or ""
     rwrites: list[tuple[str, str, str]] = field(default_factory=list)
+    #: (call text, argument position or keyword, holder): which object an argument is,
+    #: where that tells how long it lives: ``self``, ``self.<attr>`` (an object kept on
+    #: ``self``), ``global`` (a module-level object) or ``param:<name>`` (see
+    #: ``imlint/holders.py``); other arguments are not listed
+    hands: list[tuple[str, str, str]] = field(default_factory=list)
+    #: what the body assigns on ``self``: ``meta`` (``self.meta = ...``), ``reqs[]`` (an
+    #: item: ``self.reqs[k] = ...``), ``?``-marked when conditional (a get-or-create)
+    sets: list[str] = field(default_factory=list)
 
     def to_data(self) -> tuple[object, ...]:
         return (
             self.qual, self.kind, self.cls, self.mode, self.cached, self.params,
             self.bases, self.allocs, self.calls, self.factories, self.types, self.alloc_calls,
             self.pwrites, self.passes, self.results, self.pkept, self.kernel, self.rwrites,
+            self.hands, self.sets,
         )  # fmt: skip
 
     @classmethod
@@ -197,6 +207,8 @@ class _Scope:
     #: (an object the function holds in a local: as long as that object lives)
     kept: list[tuple[ast.expr, str]] = field(default_factory=list)
     handed: list[tuple[ast.expr, str]] = field(default_factory=list)  # (argument, how)
+    arguments: list[tuple[str, str, ast.expr]] = field(default_factory=list)  # (call, key, arg)
+    sets: set[str] = field(default_factory=set)  # ``self.<attr> = ...``
     unpacked: dict[str, list[ast.expr]] = field(default_factory=dict)  # a, b = call()
     rwrites: set[tuple[str, str, str]] = field(default_factory=set)  # (call, kind, key)
     kernel: bool = False  # a Triton kernel (``@triton.jit``): ``tl.store`` writes
@@ -280,6 +292,23 @@ class _Summarizer(WriteFacts, ValueOrigins, _FastVisitor):
         if target is None:
             return text
         return f"{target}.{rest}" if rest else target
+
+    def resolve_names(self) -> None:
+        """Once the module is read: the holders named by a free name (``name:<id>``)
+        are module-level objects (``global``) when the module binds the name."""
+        top = self.scopes[0].assigned
+        for d in self.defs.values():
+            if any(h.startswith("name:") for _t, _k, h in d.hands):
+                d.hands = sorted(
+                    {
+                        (text, key, "global" if h.startswith("name:") else h)
+                        for text, key, h in d.hands
+                        if not h.startswith("name:")
+                        or (n := h[5:]) in self.imports
+                        or n in self.defs
+                        or n in top
+                    }
+                )
 
     def _relative(self, level: int, module: str | None) -> str:
         if level == 0:
@@ -528,6 +557,9 @@ class _Summarizer(WriteFacts, ValueOrigins, _FastVisitor):
         if isinstance(node.func, ast.Attribute) and node.func.attr in ("setdefault", "__setitem__"):
             if len(node.args) >= 2:
                 self._store(node.func.value, node.args[1], f".{node.func.attr}")
+                self.cond += node.func.attr == "setdefault"  # get-or-create
+                self._sets(ast.Subscript(node.func.value, node.args[0], ast.Store()), scope)
+                self.cond -= node.func.attr == "setdefault"
         if isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer":
             if len(node.args) >= 2 and _dotted(node.func.value) == scope.self_name:
                 name = node.args[0]
@@ -557,7 +589,11 @@ class _Summarizer(WriteFacts, ValueOrigins, _FastVisitor):
         (``lst.append(v)``, ``d.setdefault(k, v)``), else judged at the callee
         (``lifetimes.py``: a constructor that keeps its parameter owns the object)."""
         func = node.func
+        scope.arguments.extend((text, str(i), a) for i, a in enumerate(node.args))
+        scope.arguments.extend((text, kw.arg, kw.value) for kw in node.keywords if kw.arg)
         if isinstance(func, ast.Attribute) and func.attr in KEEPING_METHODS:
+            if func.attr not in ("setdefault", "register_buffer", "register_parameter"):
+                self._sets(ast.Subscript(func.value, ast.Constant(0), ast.Store()), scope)
             into = self._kept_into(_root_name(func.value), scope)
             scope.kept.extend((a, into) for a in node.args)
             scope.kept.extend((kw.value, into) for kw in node.keywords)
@@ -641,7 +677,24 @@ class _Summarizer(WriteFacts, ValueOrigins, _FastVisitor):
                     ctor = _dotted(value.func)
                     if ctor:
                         scope.summary.types[f"self.{target.attr}"] = ctor
+            self._sets(target, scope)
             self._store(target, value, "=")
+
+    def _sets(self, target: ast.expr, scope: _Scope) -> None:
+        """What a store replaces on ``self`` (``DefSummary.sets``): the attribute
+        (``self.meta = m``) or an item of a container attribute (``self.reqs[k] = r``),
+        ``?``-marked when the store is conditional (a get-or-create)."""
+        item = isinstance(target, ast.Subscript)
+        if item:
+            target = target.value  # type: ignore[attr-defined]
+        if (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == scope.self_name
+            and not scope.class_bound
+        ):
+            mark = "?" if self.cond else ""
+            scope.sets.add(f"{mark}{target.attr}{'[]' if item else ''}")
 
     def _names_factory(self, value: ast.expr) -> bool:
         """``torch.zeros if z else torch.empty``: a torch factory named, not called."""
@@ -696,6 +749,14 @@ class _Summarizer(WriteFacts, ValueOrigins, _FastVisitor):
         s.kernel = scope.kernel
         s.rwrites = sorted(scope.rwrites)
         s.passes = sorted(scope.passes)
+        s.sets = sorted(scope.sets)
+        s.hands = sorted(
+            {
+                (text, key, holder)
+                for text, key, arg in scope.arguments
+                for holder in self.holders(arg, scope)
+            }
+        )
         results = {(text, "returned") for v, *_ in scope.returns for text in self._made(v, scope)}
         for name, value in scope.global_values:
             if not _restored(name, scope):
@@ -820,6 +881,7 @@ def summarize(
     for stmt in tree.body:
         s.visit(stmt)
     s._finish(s.scopes[0])
+    s.resolve_names()
     may_allocate = s.may_allocate or bool(s.name_calls & s.allocating_names)
     return FileSummary(
         path, module, is_package, s.imports, s.defs, s.instances, may_allocate=may_allocate
@@ -868,6 +930,12 @@ class FileFacts:
     #: ``<function>|<parameter>`` of this file's functions whose every caller hands a
     #: per-call object there (see ``Lifetimes.per_call_params``)
     per_call_params: frozenset[str] = frozenset()
+    #: ``<function>|<parameter>`` of this file's functions that production code calls
+    #: but no caller hands a long-lived object (see ``imlint/holders.py``)
+    unheld_params: frozenset[str] = frozenset()
+    #: ``<class name>|<attribute>`` of this file's classes that code other than
+    #: construction replaces unconditionally (see ``Holders.replaced``)
+    replaced_attrs: frozenset[str] = frozenset()
 
     def needs_model(self) -> bool:
         """Whether the file can hold a site at all: else LibCST need not see it."""
@@ -947,6 +1015,7 @@ class ProjectIndex(AllocatorFinder, ReachFinder):
         #: name -> (caller, call text) of the calls by that name the index cannot resolve
         self.unresolved_sites: dict[str, list[tuple[Target, str]]] = {}
         self.unresolved_total = 0
+        self._named: dict[str, list[Target]] | None = None
         self._resolved: dict[tuple[str, str, str], Target | None] = {}
         self._children: dict[Target, set[Target]] | None = None
         self._callers_of: dict[Target, list[tuple[Target, str]]] = {}
@@ -1141,6 +1210,26 @@ class ProjectIndex(AllocatorFinder, ReachFinder):
             return None
         return d.params[int(key)]
 
+    def is_external(self, s: FileSummary, text: str) -> bool:
+        """Whether a call goes outside the project (an import from elsewhere, a
+        builtin)."""
+        return self._is_external(s, text)
+
+    def resolve_base(self, s: FileSummary, base: str) -> Target | None:
+        """The class a base class text in ``s`` names."""
+        return self._resolve_in(s, None, base)
+
+    def functions_named(self, name: str) -> list[Target]:
+        """Every function and method whose last name is ``name``."""
+        if self._named is None:
+            self._named = {}
+            for fs in self.summaries:
+                for d in fs.defs.values():
+                    if d.kind == "function":
+                        last = d.qual.rsplit(".", 1)[-1]
+                        self._named.setdefault(last, []).append((fs.module, d.qual))
+        return self._named.get(name, [])
+
     def _is_external(self, s: FileSummary, text: str) -> bool:
         head = text.split(".", 1)[0]
         if head in s.imports:
@@ -1233,6 +1322,7 @@ class ProjectIndex(AllocatorFinder, ReachFinder):
         self.construction = construction_only(self, per_call)
         self.lifetimes = Lifetimes(self, self.construction)
         self.per_call_params = self.lifetimes.params
+        self.holders = Holders(self)
 
     # ---- per-file facts
 
@@ -1277,11 +1367,13 @@ class ProjectIndex(AllocatorFinder, ReachFinder):
                     allocators.setdefault(d.qual.rsplit(".", 1)[-1], found)
         covered: dict[str, str] = {}
         site_keys = allocators.keys() | helpers.keys()
+        allocating: set[str] = set()
         for d in s.defs.values():
             if d.kind != "function":
                 continue
             if not d.alloc_calls and not any(_fact_key(d, t, s) in site_keys for t, *_ in d.calls):
                 continue  # no allocation in it: no site to cover
+            allocating.add(d.qual)
             why = self.covered((s.module, d.qual))
             if why is not None:
                 covered[d.qual] = why
@@ -1310,6 +1402,18 @@ class ProjectIndex(AllocatorFinder, ReachFinder):
                 f"{target[1]}|{param}"
                 for target, param in self.per_call_params
                 if target[0] == s.module
+            ),
+            frozenset(
+                f"{d.qual}|{param}"
+                for d in s.defs.values()
+                if d.kind == "function" and d.params and d.qual in allocating
+                for param in self.holders.unheld((s.module, d.qual), d.params)
+            ),
+            frozenset(
+                f"{d.qual.rsplit('.', 1)[-1]}|{attr}"
+                for d in s.defs.values()
+                if d.kind == "class"
+                for attr in self.holders.replaced((s.module, d.qual))
             ),
         )
 

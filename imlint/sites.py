@@ -30,10 +30,16 @@ def persistent(store: Store, fa: FunctionAnalysis) -> bool:
     kind = fa.root_kind(store.root)
     if kind == "local":
         return False
+    if kind in ("self", "alias") and _on_a_replaced_object(store, fa):
+        return False  # a per-step object a running method replaces (holders.py)
     if kind == "self" and f.cls is not None and f.cls.name in fa.index.per_call_classes:
         return False  # an object made per call: its attributes die with it (lifetimes.py)
-    if kind == "param" and f"{f.qualname}|{_root_name(store.root)}" in fa.index.per_call_params:
-        return False  # every caller hands a per-call object (lifetimes.py)
+    if kind == "param":
+        key = f"{f.qualname}|{_root_name(store.root)}"
+        if key in fa.index.per_call_params:
+            return False  # every caller hands a per-call object (lifetimes.py)
+        if key in fa.index.unheld_params and not f.defs.get(_root_name(store.root) or ""):
+            return False  # no caller hands a long-lived object, nor is it rebound (holders.py)
     if store.kind in ("attribute", "setattr", "register_buffer"):
         return not f.is_constructor
     if store.kind in ("setdefault", "update"):
@@ -55,6 +61,62 @@ def persistent(store: Store, fa: FunctionAnalysis) -> bool:
             or container.endswith(".__dict__")
             or _item_of_container(store, fa)
         ) and not _is_slice_store(store)
+    return False
+
+
+_CONTAINER_STORES = frozenset({"subscript", "append", "setdefault", "update"})
+
+
+def _on_a_replaced_object(store: Store, fa: FunctionAnalysis) -> bool:
+    """Whether the object a store fills is held by an attribute of ``self`` that a
+    running method replaces (``Holders.replaced``), or by a parameter no caller hands a
+    long-lived object: ``self.meta.buf = ...``, ``m = self.meta; m.buf = ...``,
+    ``self.meta.cache[k] = ...``; not ``self.cache[k] = ...`` (the container itself is
+    the attribute: a cache emptied now and then still lives across calls)."""
+    f = fa.f
+    depth = 1 if store.kind in _CONTAINER_STORES else 0
+    root = store.root
+    if isinstance(root, cst.Name) and root.value != f.self_name:
+        values = f.defs.get(root.value, ())
+        return bool(values) and all(_replaced_chain(v, depth, fa) for v in values)
+    return _replaced_chain(root, depth, fa)
+
+
+def _replaced_chain(expr: cst.BaseExpression | None, depth: int, fa: FunctionAnalysis) -> bool:
+    """Whether ``expr`` is in an object a running method replaces: ``self.a...`` with
+    ``a`` replaced and more than ``depth`` attributes (``depth`` 1 for the container a
+    store fills: ``self.cache`` itself is not), or a chain from a parameter no caller
+    hands a long-lived object. An item of a container on ``self`` is not judged: a
+    get-or-create cache and a registry of requests both put items there."""
+    f = fa.f
+    attrs: list[str] = []  # innermost last; ``[]`` marks an item
+    while True:
+        if isinstance(expr, cst.Attribute):
+            attrs.append(expr.attr.value)
+            expr = expr.value
+        elif isinstance(expr, cst.Subscript):
+            attrs.append("[]")
+            expr = expr.value
+        elif (
+            isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value in ("get", "pop", "setdefault")
+        ):
+            attrs.append("[]")  # ``self.reqs.get(rid)``: an item
+            expr = expr.func.value
+        else:
+            break
+    if not isinstance(expr, cst.Name):
+        return False
+    if expr.value == f.self_name and f.cls is not None:
+        first = attrs[-1] if attrs else "[]"
+        if first == "[]" or len(attrs) <= depth:
+            return False  # the container attribute itself: emptied now and then
+        if len(attrs) >= 2 and attrs[-2] == "[]":
+            return False  # an item of a container on ``self``: a cache's or a registry's
+        return f"{f.cls.name}|{first}" in fa.index.replaced_attrs
+    if expr.value in f.params and not f.defs.get(expr.value):
+        return f"{f.qualname}|{expr.value}" in fa.index.unheld_params
     return False
 
 

@@ -32,6 +32,10 @@ RETURNS_SELF_METHODS = frozenset(
 )  # fmt: skip
 
 
+#: Methods that read an item of a container (``d.get(k)``, ``d.setdefault(k, v)``).
+_ITEM_GETTERS = frozenset({"get", "setdefault", "pop", "__getitem__"})
+
+
 class ValueOrigins:
     """A mixin of the project summarizer (``imlint.project._Summarizer``)."""
 
@@ -126,4 +130,54 @@ class ValueOrigins:
                 stack.extend(e.values)
             elif isinstance(e, (ast.NamedExpr, ast.Starred)):
                 stack.append(e.value)
+        return out
+
+    def holders(
+        self, expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()
+    ) -> set[str]:
+        """Which object an argument is, where that tells how long it lives (see
+        ``DefSummary.hands``): ``self``, ``self.<attr>`` (``self.meta``, ``self.meta.x``),
+        ``self.<attr>[]`` (an item of a container on ``self``: ``self.pools[k]``,
+        ``self.pools.get(k)``), ``global`` (``name:<id>`` until the module is read),
+        ``param:<name>`` (or an attribute or item of it), ``item`` (an item of any other
+        container, a name unpacked from a call's result), through local names. A call's result or a computed value names
+        none: its lifetime is not known here."""
+        item = False
+        while True:
+            if isinstance(expr, ast.Subscript):
+                item, expr = True, expr.value
+            elif (
+                isinstance(expr, ast.Call)
+                and isinstance(expr.func, ast.Attribute)
+                and expr.func.attr in _ITEM_GETTERS
+            ):
+                item, expr = True, expr.func.value
+            elif isinstance(expr, ast.Attribute):
+                inner = expr.value
+                if isinstance(inner, ast.Name) and inner.id == scope.self_name:
+                    if scope.class_bound:
+                        return {"global"}
+                    return {f"self.{expr.attr}{'[]' if item else ''}"}
+                expr = inner
+            else:
+                break
+        if not isinstance(expr, ast.Name):
+            return {"item"} if item else set()
+        name = expr.id
+        if name == scope.self_name:
+            return {"global"} if scope.class_bound else {"self"}
+        if name in scope.params and name not in scope.assigned:
+            return {f"param:{name}"}
+        if name in seen:
+            return set()
+        values = scope.assigned.get(name)
+        if values is None:
+            if name in scope.unpacked:
+                return {"item"}  # ``meta, layer = get_context(name)``: an item of a result
+            return {f"name:{name}"}  # a global if the module binds it (``resolve_names``)
+        out: set[str] = set()
+        for v in values:
+            out |= self.holders(
+                ast.Subscript(v, ast.Constant(0)) if item else v, scope, seen | {name}
+            )
         return out

@@ -383,6 +383,12 @@ class ModuleIndex:
     returned_writes: dict[str, tuple[tuple[str, str, str], ...]] = field(default_factory=dict)
     #: ``<function>|<parameter>``: parameters every caller hands a per-call object
     per_call_params: frozenset[str] = frozenset()
+    #: ``<function>|<parameter>``: parameters of called functions that no caller hands
+    #: a long-lived object (``imlint/holders.py``)
+    unheld_params: frozenset[str] = frozenset()
+    #: ``<class name>|<attribute>``: attributes replaced each time a running method
+    #: makes a new object for them (``imlint/holders.py``)
+    replaced_attrs: frozenset[str] = frozenset()
     #: ``(receiver, method)`` -> method, for ``Pool.make(...)`` and ``_POOL.get(...)``
     members: dict[tuple[str, str], FunctionModel] = field(default_factory=dict)
     #: sites made by a method from its receiver (``AllocationSite.derived``)

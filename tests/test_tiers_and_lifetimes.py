@@ -828,6 +828,9 @@ class Batch:
 
 
 class Runner:
+    def __init__(self):
+        self.batch = Batch(4)
+
     def step(self, n):
         batch = Batch(n)
         self.prepare(batch)
@@ -856,12 +859,12 @@ def serve(runner):
 def test_a_memo_on_a_parameter_every_caller_hands_a_per_call_object_is_not_persistent(tmp_path):
     _tree(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": PER_CALL_PARAMS})
     # fill's batch is always the Batch made for one step (through prepare); prepare_kept
-    # is handed self.batch, which outlives the call.
-    assert _check(tmp_path) == [("a.py", 21, "IM001", "error")]
-    # One caller that hands something else makes the parameter unjudged: reported.
-    extra = PER_CALL_PARAMS + "\n\ndef other(runner):\n    fill(runner.batch)\n"
+    # is handed self.batch, which the runner's construction made and keeps.
+    assert _check(tmp_path) == [("a.py", 24, "IM001", "error")]
+    # One caller that hands a long-lived object (a module-level one) is enough.
+    extra = PER_CALL_PARAMS + "\n\ndef other():\n    fill(_KEPT)\n\n\n_KEPT = Batch(4)\n"
     _tree(tmp_path, {"pkg/a.py": extra})
-    assert _check(tmp_path) == [("a.py", 21, "IM001", "error"), ("a.py", 27, "IM001", "error")]
+    assert _check(tmp_path) == [("a.py", 24, "IM001", "error"), ("a.py", 30, "IM001", "error")]
 
 
 def test_a_library_named_like_a_project_module_is_outside_code(tmp_path):
