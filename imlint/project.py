@@ -293,23 +293,6 @@ class _Summarizer(WriteFacts, ValueOrigins, _FastVisitor):
             return text
         return f"{target}.{rest}" if rest else target
 
-    def resolve_names(self) -> None:
-        """Once the module is read: the holders named by a free name (``name:<id>``)
-        are module-level objects (``global``) when the module binds the name."""
-        top = self.scopes[0].assigned
-        for d in self.defs.values():
-            if any(h.startswith("name:") for _t, _k, h in d.hands):
-                d.hands = sorted(
-                    {
-                        (text, key, "global" if h.startswith("name:") else h)
-                        for text, key, h in d.hands
-                        if not h.startswith("name:")
-                        or (n := h[5:]) in self.imports
-                        or n in self.defs
-                        or n in top
-                    }
-                )
-
     def _relative(self, level: int, module: str | None) -> str:
         if level == 0:
             return module or ""
@@ -679,22 +662,6 @@ class _Summarizer(WriteFacts, ValueOrigins, _FastVisitor):
                         scope.summary.types[f"self.{target.attr}"] = ctor
             self._sets(target, scope)
             self._store(target, value, "=")
-
-    def _sets(self, target: ast.expr, scope: _Scope) -> None:
-        """What a store replaces on ``self`` (``DefSummary.sets``): the attribute
-        (``self.meta = m``) or an item of a container attribute (``self.reqs[k] = r``),
-        ``?``-marked when the store is conditional (a get-or-create)."""
-        item = isinstance(target, ast.Subscript)
-        if item:
-            target = target.value  # type: ignore[attr-defined]
-        if (
-            isinstance(target, ast.Attribute)
-            and isinstance(target.value, ast.Name)
-            and target.value.id == scope.self_name
-            and not scope.class_bound
-        ):
-            mark = "?" if self.cond else ""
-            scope.sets.add(f"{mark}{target.attr}{'[]' if item else ''}")
 
     def _names_factory(self, value: ast.expr) -> bool:
         """``torch.zeros if z else torch.empty``: a torch factory named, not called."""
@@ -1384,8 +1351,6 @@ class ProjectIndex(AllocatorFinder, ReachFinder):
             for d in s.defs.values()
             if (s.module, d.qual) in self.result_writes
         }
-        construction = self._by_module(self.construction).get(s.module, ())
-        per_call = self._by_module(self.lifetimes.per_call).get(s.module, ())
         return FileFacts(
             allocators,
             helpers,
@@ -1394,28 +1359,37 @@ class ProjectIndex(AllocatorFinder, ReachFinder):
             writes,
             frozenset(local for local, qualified in s.imports.items() if self._outside(qualified))
             | opaque,
-            frozenset(construction),
-            frozenset(per_call),
-            object_writes,
-            returned_writes,
-            frozenset(
+            object_writes=object_writes,
+            returned_writes=returned_writes,
+            **self._lifetime_facts(s, allocating),
+        )
+
+    def _lifetime_facts(self, s: FileSummary, allocating: set[str]) -> dict[str, frozenset[str]]:
+        """What lifetimes and holders say of one file's functions and classes (the
+        ``FileFacts`` fields of those names); ``allocating``: the functions that may
+        hold a site (only their parameters are judged)."""
+        module = s.module
+        return {
+            "construction": frozenset(self._by_module(self.construction).get(module, ())),
+            "per_call_classes": frozenset(self._by_module(self.lifetimes.per_call).get(module, ())),
+            "per_call_params": frozenset(
                 f"{target[1]}|{param}"
                 for target, param in self.per_call_params
-                if target[0] == s.module
+                if target[0] == module
             ),
-            frozenset(
+            "unheld_params": frozenset(
                 f"{d.qual}|{param}"
                 for d in s.defs.values()
                 if d.kind == "function" and d.params and d.qual in allocating
-                for param in self.holders.unheld((s.module, d.qual), d.params)
+                for param in self.holders.unheld((module, d.qual), d.params)
             ),
-            frozenset(
+            "replaced_attrs": frozenset(
                 f"{d.qual.rsplit('.', 1)[-1]}|{attr}"
                 for d in s.defs.values()
                 if d.kind == "class"
-                for attr in self.holders.replaced((s.module, d.qual))
+                for attr in self.holders.replaced((module, d.qual))
             ),
-        )
+        }
 
     def _by_module(self, targets: set[Target]) -> dict[str, set[str]]:
         """``targets`` grouped by module (computed once per set)."""

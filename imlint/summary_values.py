@@ -1,7 +1,9 @@
 """What a function's summary records about where a value comes from
 (``imlint/project.py``): the allocations and calls an expression kept or returned is
 made from, through locals, wrappers (``nn.Parameter``) and methods that return their
-receiver (``module.to(d)``)."""
+receiver (``module.to(d)``); and which object an argument is, where that tells how long
+it lives (``holders``), with what a function replaces on ``self`` (``_sets``), for
+``imlint/holders.py``."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from imlint.summary_writes import dotted as _dotted
 from imlint.vocabulary import NON_TENSOR_METHODS
 
 if TYPE_CHECKING:
-    from imlint.project import _Scope
+    from imlint.project import DefSummary, _Scope
 
 #: Calls whose result holds their first argument (a tensor kept by a module).
 _WRAPPERS = frozenset(
@@ -40,6 +42,10 @@ class ValueOrigins:
     """A mixin of the project summarizer (``imlint.project._Summarizer``)."""
 
     if TYPE_CHECKING:
+        cond: int
+        imports: dict[str, str]
+        defs: dict[str, DefSummary]
+        scopes: list[_Scope]
 
         def qualify(self, text: str) -> str: ...
 
@@ -181,3 +187,36 @@ class ValueOrigins:
                 ast.Subscript(v, ast.Constant(0)) if item else v, scope, seen | {name}
             )
         return out
+
+    def _sets(self, target: ast.expr, scope: _Scope) -> None:
+        """What a store replaces on ``self`` (``DefSummary.sets``): the attribute
+        (``self.meta = m``) or an item of a container attribute (``self.reqs[k] = r``),
+        ``?``-marked when the store is conditional (a get-or-create)."""
+        item = isinstance(target, ast.Subscript)
+        if item:
+            target = target.value  # type: ignore[attr-defined]
+        if (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id == scope.self_name
+            and not scope.class_bound
+        ):
+            mark = "?" if self.cond else ""
+            scope.sets.add(f"{mark}{target.attr}{'[]' if item else ''}")
+
+    def resolve_names(self) -> None:
+        """Once the module is read: the holders named by a free name (``name:<id>``)
+        are module-level objects (``global``) when the module binds the name."""
+        top = self.scopes[0].assigned
+        for d in self.defs.values():
+            if any(h.startswith("name:") for _t, _k, h in d.hands):
+                d.hands = sorted(
+                    {
+                        (text, key, "global" if h.startswith("name:") else h)
+                        for text, key, h in d.hands
+                        if not h.startswith("name:")
+                        or (n := h[5:]) in self.imports
+                        or n in self.defs
+                        or n in top
+                    }
+                )
