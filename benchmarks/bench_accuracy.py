@@ -5,7 +5,8 @@
     python benchmarks/bench_accuracy.py --sample N --seed S [--exclude-labelled] [--out FILE]
 
 Runs `imlint check --output-format json --exit-zero --no-cache` on the unpacked public
-wheels of sglang 0.5.23, vllm 0.33.0 and lmdeploy 0.18.0 (downloaded at run time into the
+wheels of sglang 0.5.23, vllm 0.33.0 and lmdeploy 0.18.0 (and, with `--trees`,
+flashinfer-python 0.7.4, a tree never tuned on; all downloaded at run time into the
 ignored .cache/src/ folder; `--download` only fetches them) and scores the findings with
 the labels in benchmarks/accuracy/ (see LABELLING.md):
 
@@ -59,11 +60,19 @@ TREES: dict[str, tuple[str, str, str]] = {
     "sglang-0.5.23": ("sglang", "0.5.23", "sglang"),
     "vllm-0.33.0": ("vllm", "0.33.0", "vllm"),
     "lmdeploy-0.18.0": ("lmdeploy", "0.18.0", "lmdeploy"),
+    # a library of attention kernels that serving trees call: never tuned on, sampled
+    # fresh (fresh8)
+    "flashinfer-python-0.7.4": ("flashinfer-python", "0.7.4", "flashinfer"),
     SEED_TREE: ("sglang", "0.5.18", "sglang"),
 }
 SCORED = ("sglang-0.5.23", "vllm-0.33.0", "lmdeploy-0.18.0")
 SAMPLED = ("sglang-0.5.23", "vllm-0.33.0")
-ALIASES = {"sglang": "sglang-0.5.23", "vllm": "vllm-0.33.0", "lmdeploy": "lmdeploy-0.18.0"}
+ALIASES = {
+    "sglang": "sglang-0.5.23",
+    "vllm": "vllm-0.33.0",
+    "lmdeploy": "lmdeploy-0.18.0",
+    "flashinfer": "flashinfer-python-0.7.4",
+}
 VERDICTS = {"tp": "TP", "fp": "FP", "unsure": "unsure"}
 IM003_BY_CATEGORY = {"torch-write": "error", "kernel-write": "warning"}
 SEED_FILE = "flash_mla_sm120.py"
