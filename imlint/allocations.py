@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from imlint.index_facts import FileFacts
 from imlint.names import (
     TENSOR_NEW_METHODS,
     TORCH_ALLOCATORS,
@@ -19,7 +20,6 @@ from imlint.names import (
 )
 from imlint.options import AnalysisOptions
 from imlint.positions import Positions
-from imlint.project import FileFacts
 from imlint.semantic import AllocationSite, Frames, FunctionModel
 from imlint.vocabulary import SIZED_FACTORIES, TENSOR_DERIVING_METHODS, content_of
 from imlint.walk import walk

@@ -11,6 +11,7 @@ import libcst as cst
 from imlint.allocations import SiteFinder
 from imlint.bindings import Bindings
 from imlint.handoffs import CallWrites
+from imlint.index_facts import NO_FACTS, FileFacts
 from imlint.names import (
     INFERENCE_MODE_NAMES,
     ImportMap,
@@ -21,7 +22,6 @@ from imlint.names import (
 )
 from imlint.options import AnalysisOptions
 from imlint.positions import Positions
-from imlint.project import NO_FACTS, FileFacts
 from imlint.semantic import (
     TORCH_WRITE,
     AllocationSite,

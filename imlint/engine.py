@@ -12,10 +12,11 @@ import libcst as cst
 
 from imlint.config import Settings
 from imlint.fix import apply_fixes, unfixable_reason, unsafe_reason
+from imlint.index_facts import FileFacts
 from imlint.model import parse_and_build
 from imlint.narrow import narrow
 from imlint.outcome import Outcome
-from imlint.project import FileFacts, ProjectIndex, summarize
+from imlint.project import ProjectIndex, summarize
 from imlint.rule import Finding, Rule
 from imlint.rules import ALL_RULES
 from imlint.semantic import AllocationSite, ModuleModel

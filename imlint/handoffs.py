@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from imlint.index_facts import FileFacts
 from imlint.kinds import DERIVED_METHODS, is_inplace_name
 from imlint.names import ImportMap, dotted_name, expr_text, unpacked
 from imlint.positions import Positions
-from imlint.project import FileFacts
 from imlint.semantic import (
     HANDED_WRITE,
     KERNEL_WRITE,

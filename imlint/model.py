@@ -13,10 +13,10 @@ from __future__ import annotations
 import libcst as cst
 
 from imlint.collect import Collector
+from imlint.index_facts import NO_FACTS, FileFacts
 from imlint.names import dotted_name
 from imlint.options import AnalysisOptions
 from imlint.positions import Positions
-from imlint.project import NO_FACTS, FileFacts
 from imlint.semantic import AllocationSite, FunctionModel, ModuleModel, Store
 from imlint.sites import (
     dropped,

@@ -40,6 +40,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from imlint.index_facts import FileFacts
 from imlint.kinds import (
     CONSTRUCTORS,
     CONTAINER_CALLS,
@@ -47,7 +48,6 @@ from imlint.kinds import (
     STORE_METHODS,
 )
 from imlint.options import AnalysisOptions
-from imlint.project import FileFacts
 from imlint.vocabulary import (
     DERIVING_CALL,
     TENSOR_DERIVING_METHODS,

@@ -40,8 +40,8 @@ from typing import Any
 from imlint import __version__, cachefile
 from imlint.config import Settings
 from imlint.finding import Finding
+from imlint.index_facts import FileFacts
 from imlint.outcome import Outcome
-from imlint.project import FileFacts
 from imlint.vocabulary import DERIVING_CALL, TENSOR_NEW_METHODS, TORCH_ALLOCATORS
 
 CACHE_DIR = ".imlint_cache"

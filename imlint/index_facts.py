@@ -1,0 +1,293 @@
+"""Per-file facts: what the project index says about one file, in the file's own call
+texts (``FileFacts``), read by the LibCST model of that file (``imlint/model.py``)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from imlint.holders import Holders
+    from imlint.lifetimes import Lifetimes
+    from imlint.project import DefSummary, FileSummary, Target
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What the project index says about one file, in the file's own call texts.
+
+    Keys are call texts as the model spells them: ``make_buf``, ``mod.Wrapper``, and
+    ``Class|self.method`` for calls on ``self`` inside ``Class``.
+    """
+
+    #: call text -> (the chain that allocates, whether the result is an object, what a
+    #: returned tensor holds when made: ``vocabulary.content_of``, or ``unknown``)
+    allocators: dict[str, tuple[str, bool, str]] = field(default_factory=dict)
+    #: call text -> (factory position, factory parameter, helper, where it stores)
+    helpers: dict[str, tuple[int, str, str, str]] = field(default_factory=dict)
+    #: function qualname -> why every caller guards it
+    covered: dict[str, str] = field(default_factory=dict)
+    #: whether the file makes any call that could be an allocation (see FileSummary)
+    may_allocate: bool = True
+    #: call text -> ((parameter position or name, write kind), ...): what project code
+    #: writes of the tensors handed to it (``imlint/writes.py`` has the kinds)
+    param_writes: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    #: callables that may write the tensors handed to them, from a kernel: local names
+    #: this file imports from outside the project (``kinds.external_writer``), and names
+    #: bound to a callable made at run time (``ProjectIndex.opaque``), in a function as
+    #: ``<function>|<name>``
+    external: frozenset[str] = frozenset()
+    #: functions of this file reached only from constructors: construction, not first use
+    construction: frozenset[str] = frozenset()
+    #: classes of this file whose instances live for one call (see ``lifetimes.py``)
+    per_call_classes: frozenset[str] = frozenset()
+    #: call text -> (write kind, which method writes which tensor) for a constructor
+    #: whose object's tensors its own methods write (``plan()`` doing ``out=self.x``)
+    object_writes: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: function of this file -> ((key, write kind, which caller), ...) when callers
+    #: write what it returns (a getter of a buffer); key: the entry of a returned dict
+    #: they write (``get()["out"]``), "" for the whole result
+    returned_writes: dict[str, tuple[tuple[str, str, str], ...]] = field(default_factory=dict)
+    #: ``<function>|<parameter>`` of this file's functions whose every caller hands a
+    #: per-call object there (see ``Lifetimes.per_call_params``)
+    per_call_params: frozenset[str] = frozenset()
+    #: ``<function>|<parameter>`` of this file's functions that production code calls
+    #: but no caller hands a long-lived object (see ``imlint/holders.py``)
+    unheld_params: frozenset[str] = frozenset()
+    #: ``<class name>|<attribute>`` of this file's classes that code other than
+    #: construction replaces unconditionally (see ``Holders.replaced``)
+    replaced_attrs: frozenset[str] = frozenset()
+
+    def needs_model(self) -> bool:
+        """Whether the file can hold a site at all: else LibCST need not see it."""
+        return self.may_allocate or bool(self.allocators or self.helpers)
+
+    def to_data(self) -> tuple[object, ...]:
+        return tuple(
+            sorted(v) if isinstance(v, frozenset) else v
+            for v in (getattr(self, f.name) for f in fields(self))
+        )
+
+    @classmethod
+    def from_data(cls, data: tuple[object, ...]) -> FileFacts:
+        values: list[object] = []
+        for v in data:
+            if isinstance(v, dict):
+                v = {k: _tuples(x) for k, x in v.items()}
+            elif isinstance(v, list):
+                v = frozenset(v)
+            values.append(v)
+        return cls(*values)  # type: ignore[arg-type]
+
+    def key(self) -> str:
+        text = repr(tuple(sorted(v.items()) if isinstance(v, dict) else v for v in self.to_data()))
+        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def _tuples(value: object) -> object:
+    """JSON and marshal hand back lists where the facts hold tuples."""
+    if isinstance(value, list):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
+NO_FACTS = FileFacts()
+
+
+class FactsFinder:
+    """The per-file facts part of :class:`imlint.project.ProjectIndex` (a mixin: the
+    index owns the call graph, lifetimes and holders these read)."""
+
+    files: dict[str, FileSummary]
+    modules: dict[str, FileSummary]
+    construction: set[Target]
+    lifetimes: Lifetimes
+    holders: Holders
+    per_call_params: set[tuple[Target, str]]
+    param_writes: dict[Target, dict[str, str]]
+    result_writes: dict[Target, dict[str, tuple[str, str]]]
+    _grouped: dict[int, dict[str, set[str]]]
+    _alloc: dict[Target, tuple[str, bool, str]]
+    _helpers: dict[Target, tuple[int, str, str]]
+
+    if TYPE_CHECKING:
+
+        def resolve(self, s: FileSummary, d: DefSummary, text: str) -> Target | None: ...
+
+        def opaque(self, s: FileSummary, d: DefSummary | None, text: str) -> bool: ...
+
+        def _outside(self, qualified: str) -> bool: ...
+
+        def covered(self, target: Target) -> str | None: ...
+
+        def _kind(self, target: Target) -> str: ...
+
+        def _method(self, module: str, cls: str, name: str, depth: int = 0) -> Target | None: ...
+
+        def _resolve_in(
+            self, s: FileSummary, d: DefSummary | None, text: str, depth: int = 0
+        ) -> Target | None: ...
+
+    def facts(self, path: str) -> FileFacts:
+        s = self.files.get(path)
+        if s is None or s.error is not None:
+            return NO_FACTS
+        allocators: dict[str, tuple[str, bool, str]] = {}
+        helpers: dict[str, tuple[int, str, str, str]] = {}
+        writes: dict[str, tuple[tuple[str, str], ...]] = {}
+        object_writes: dict[str, tuple[str, str]] = {}
+        opaque: set[str] = set()
+        for d in s.defs.values():
+            for text, _region in d.calls:
+                target = self.resolve(s, d, text)
+                if target is None:
+                    if self.opaque(s, d, text):
+                        head = text.split(".", 1)[0]
+                        opaque.add(f"{d.qual}|{head}" if head in d.types else head)
+                    continue
+                key = _fact_key(d, text, s)
+                if key is None:
+                    continue
+                written = self._written(target)
+                if written is not None:
+                    writes[key] = written
+                if target in self._alloc and self._kind(target) == "class":
+                    by_methods = self._object_writes(target)
+                    if by_methods is not None:
+                        object_writes[key] = by_methods
+                if target in self._alloc and target != (s.module, d.qual):
+                    allocators[key] = self._alloc[target]
+                helper = self._helpers.get(target)
+                if helper is not None:
+                    position, param, stored = helper
+                    helpers[key] = (position, param, target[1], stored)
+        if helpers:
+            # A function of this file handed by name as a factory (``get(k, make)``).
+            for d in s.defs.values():
+                found = self._alloc.get((s.module, d.qual))
+                if found is not None and d.kind == "function" and not d.cls:
+                    allocators.setdefault(d.qual.rsplit(".", 1)[-1], found)
+        covered: dict[str, str] = {}
+        site_keys = allocators.keys() | helpers.keys()
+        allocating: set[str] = set()
+        for d in s.defs.values():
+            if d.kind != "function":
+                continue
+            if not d.alloc_calls and not any(_fact_key(d, t, s) in site_keys for t, *_ in d.calls):
+                continue  # no allocation in it: no site to cover
+            allocating.add(d.qual)
+            why = self.covered((s.module, d.qual))
+            if why is not None:
+                covered[d.qual] = why
+        returned_writes = {
+            d.qual: tuple(
+                (key, *how) for key, how in sorted(self.result_writes[(s.module, d.qual)].items())
+            )
+            for d in s.defs.values()
+            if (s.module, d.qual) in self.result_writes
+        }
+        return FileFacts(
+            allocators,
+            helpers,
+            covered,
+            s.may_allocate,
+            writes,
+            frozenset(local for local, qualified in s.imports.items() if self._outside(qualified))
+            | opaque,
+            object_writes=object_writes,
+            returned_writes=returned_writes,
+            **self._lifetime_facts(s, allocating),
+        )
+
+    def _lifetime_facts(self, s: FileSummary, allocating: set[str]) -> dict[str, frozenset[str]]:
+        """What lifetimes and holders say of one file's functions and classes (the
+        ``FileFacts`` fields of those names); ``allocating``: the functions that may
+        hold a site (only their parameters are judged)."""
+        module = s.module
+        return {
+            "construction": frozenset(self._by_module(self.construction).get(module, ())),
+            "per_call_classes": frozenset(self._by_module(self.lifetimes.per_call).get(module, ())),
+            "per_call_params": frozenset(
+                f"{target[1]}|{param}"
+                for target, param in self.per_call_params
+                if target[0] == module
+            ),
+            "unheld_params": frozenset(
+                f"{d.qual}|{param}"
+                for d in s.defs.values()
+                if d.kind == "function" and d.params and d.qual in allocating
+                for param in self.holders.unheld((module, d.qual), d.params)
+            ),
+            "replaced_attrs": frozenset(
+                f"{d.qual.rsplit('.', 1)[-1]}|{attr}"
+                for d in s.defs.values()
+                if d.kind == "class"
+                for attr in self.holders.replaced((module, d.qual))
+            ),
+        }
+
+    def _by_module(self, targets: set[Target]) -> dict[str, set[str]]:
+        """``targets`` grouped by module (computed once per set)."""
+        key = id(targets)
+        found = self._grouped.get(key)
+        if found is None:
+            found = self._grouped[key] = {}
+            for module, qual in targets:
+                found.setdefault(module, set()).add(qual)
+        return found
+
+    def _object_writes(self, cls: Target) -> tuple[str, str] | None:
+        """How the methods of a class (and its bases) write the tensors its instances
+        keep on ``self``: (kind, which method writes which attribute), strongest first."""
+        family = [cls]
+        i = 0
+        while i < len(family) and i < 16:
+            s = self.modules.get(family[i][0])
+            d = s.defs.get(family[i][1]) if s is not None else None
+            for base in d.bases if s is not None and d is not None else ():
+                b = self._resolve_in(s, None, base)  # type: ignore[arg-type]
+                if b is not None and b not in family and self._kind(b) == "class":
+                    family.append(b)
+            i += 1
+        methods = [
+            (s.module, d)
+            for m, q in family
+            if (s := self.modules.get(m)) is not None
+            for d in s.defs.values()
+            if d.cls == q and d.kind == "function"
+        ]
+        kept = {what for _m, d in methods for how, what, _ref in d.allocs if how == "keeps"}
+        best: tuple[str, str] | None = None
+        for module, d in methods:
+            for attr, kind in self.param_writes.get((module, d.qual), {}).items():
+                if attr in kept and (best is None or (kind == "torch" and best[0] != "torch")):
+                    best = (kind, f"{attr} in {d.qual}()")
+        return best
+
+    def _written(self, target: Target) -> tuple[tuple[str, str], ...] | None:
+        """What a callable writes of its arguments, by position and by name; None when
+        it writes none of them (a Triton kernel says so: an empty tuple, since a launch
+        of an unknown kernel may write anything)."""
+        if self._kind(target) == "class":
+            init = self._method(target[0], target[1], "__init__")
+            if init is None:
+                return None
+            target = init
+        by_name = self.param_writes.get(target)
+        if not by_name:
+            s = self.modules.get(target[0])
+            d = s.defs.get(target[1]) if s is not None else None
+            return () if d is not None and d.kernel else None
+        s = self.modules[target[0]]
+        params = s.defs[target[1]].params
+        out = [(str(i), by_name[p]) for i, p in enumerate(params) if p in by_name]
+        return tuple(sorted(out + list(by_name.items())))
+
+
+def _fact_key(d: DefSummary, text: str, s: FileSummary) -> str | None:
+    if text.startswith(("?", "super()")):
+        return None
+    if text.startswith("self."):
+        return f"{d.cls.rsplit('.', 1)[-1]}|{text}" if d.cls else None
+    return text
