@@ -84,7 +84,11 @@ def is_fresh(value: cst.BaseExpression, imports: ImportMap) -> bool:
             head, _, rest = q.partition(".")
             if head == "torch" and rest in TORCH_FACTORIES:
                 return True
-        if isinstance(value.func, cst.Attribute) and value.func.attr.value in ("copy", "clone"):
+        if isinstance(value.func, cst.Attribute) and value.func.attr.value in (
+            "copy",
+            "clone",
+            "__new__",  # ``cls.__new__(cls)``: an instance not yet initialised
+        ):
             return True
     return False
 

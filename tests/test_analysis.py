@@ -632,3 +632,27 @@ def test_a_getter_named_like_a_tensor_or_dict_method_is_the_class_method(getter)
                 self.{getter}(n).zero_()
         """
     assert check(code) == [(6, "IM001")]
+
+
+def test_an_object_made_by_dunder_new_is_this_calls_own():
+    made = textwrap.dedent(
+        """
+        import torch
+
+        class Block(torch.nn.Module):
+            pass
+
+        @torch.inference_mode()
+        def build(n):
+            block = {make}
+            block.buf = torch.empty(n)
+            block.buf.zero_()
+            return 1
+        """
+    )
+    codes = lambda make: [  # noqa: E731
+        f.code for f in Linter(Settings()).check_text("t.py", made.format(make=make))
+    ]
+    assert codes("Block.__new__(Block)") == []
+    # An object that may be someone else's is still reported.
+    assert codes("get_block()") == ["IM001"]
