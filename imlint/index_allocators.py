@@ -31,6 +31,8 @@ class AllocatorFinder:
 
     if TYPE_CHECKING:
 
+        def alternate_constructor(self, target: Target) -> bool: ...
+
         def _kind(self, target: Target) -> str: ...
 
         def _resolve_in(
@@ -45,6 +47,7 @@ class AllocatorFinder:
         for s in self.summaries:
             for d in s.defs.values():
                 constructor = bool(d.cls) and d.qual.rsplit(".", 1)[-1] in CONSTRUCTORS
+                constructor = constructor or (bool(d.cls) and ("self", "returned") in d.results)
                 if d.kind == "function" and (d.allocs or constructor) and not d.cached:
                     pending.append((s, d))
         changed = True
@@ -54,6 +57,12 @@ class AllocatorFinder:
                 target = (s.module, d.qual)
                 if target in self._alloc:
                     continue
+                if self.alternate_constructor(target):
+                    built = self._alternate_chain(s, d)
+                    if built is not None:
+                        self._alloc[target] = (built, True, "unknown")
+                        changed = True
+                        continue
                 chain = self._alloc_chain(s, d)
                 if chain is None:
                     continue
@@ -82,6 +91,24 @@ class AllocatorFinder:
                             self._alloc[target] = (chain, True, "unknown")
                             changed = True
                             break
+
+    def _alternate_chain(self, s: FileSummary, d: DefSummary) -> str | None:
+        """How an alternate constructor (``ProjectIndex.alternate_constructor``)
+        allocates: the class's constructor does, or a method it calls on what it makes
+        keeps a tensor there (``ws = cls(n); ws.allocate()``)."""
+        cls = (s.module, d.cls)
+        if cls in self._alloc:
+            return f"{d.qual} makes {d.cls}: {self._alloc[cls][0]}"
+        for text, _region in d.calls:
+            target = self.resolve(s, d, text)
+            if target is None or target[0] != s.module or not target[1].startswith(d.cls + "."):
+                continue
+            ms = self.modules.get(target[0])
+            md = ms.defs.get(target[1]) if ms is not None else None
+            if md is not None and any(how == "keeps" for how, *_ in md.allocs):
+                what = next(w for how, w, _r in md.allocs if how == "keeps")
+                return f"{d.qual} makes {d.cls} and {md.qual} allocates {what}"
+        return None
 
     def _returned_content(self, s: FileSummary, d: DefSummary) -> str:
         """What a tensor ``d`` returns holds when made (``vocabulary.content_of``), when

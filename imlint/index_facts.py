@@ -123,6 +123,8 @@ class FactsFinder:
 
         def _kind(self, target: Target) -> str: ...
 
+        def alternate_constructor(self, target: Target) -> bool: ...
+
         def _method(self, module: str, cls: str, name: str, depth: int = 0) -> Target | None: ...
 
         def _resolve_in(
@@ -152,8 +154,11 @@ class FactsFinder:
                 written = self._written(target)
                 if written is not None:
                     writes[key] = written
-                if target in self._alloc and self._kind(target) == "class":
-                    by_methods = self._object_writes(target)
+                made = target
+                if self.alternate_constructor(target):
+                    made = (target[0], target[1].rsplit(".", 1)[0])  # ``cls.for_shape(n)``
+                if target in self._alloc and self._kind(made) == "class":
+                    by_methods = self._object_writes(made)
                     if by_methods is not None:
                         object_writes[key] = by_methods
                 if target in self._alloc and target != (s.module, d.qual):

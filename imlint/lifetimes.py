@@ -7,8 +7,9 @@ out as evidence: it does not run in the served process.
 - **Construction.** A function whose every caller is a constructor of an object that is
   not made per call, or, transitively, another such function, runs while the program
   sets up: what it stores is built eagerly, not on first use (IM004's territory, not a
-  lazy site). Calls by the function's name that the index cannot resolve count as
-  callers. A function without parameters that a class's constructor calls is set up by
+  lazy site). A class method that makes an instance of its class and returns it is a
+  constructor too (``ProjectIndex.alternate_constructor``). Calls by the function's
+  name that the index cannot resolve count as callers. A function without parameters that a class's constructor calls is set up by
   the time the class's other methods call it.
 - **Per-call objects.** Every place that makes an instance of a class (a call of the
   class, ``cls(...)`` in its class methods, a subclass's) is judged by what happens to
@@ -87,7 +88,9 @@ class _Construction:
             if is_test_module(c[0]):
                 continue
             cls = self.class_of(c)
-            if _is_constructor(c[1]) and cls not in self.per_call:
+            if (_is_constructor(c[1]) or self.index.alternate_constructor(c)) and (
+                cls not in self.per_call
+            ):
                 constructors += 1
                 if cls is not None:
                     built.add(cls)

@@ -615,6 +615,8 @@ class _Summarizer(WriteFacts, ValueOrigins, _FastVisitor):
                 elif isinstance(value, ast.Call):
                     ctor = _dotted(value.func)
                     if ctor:
+                        if scope.class_bound and ctor == scope.self_name:
+                            ctor = "self"  # ``obj = cls(...)`` in a class method
                         scope.summary.types[target.id] = ctor
                 scope.assigned.setdefault(target.id, []).append(value)
                 if self._names_factory(value):
@@ -964,6 +966,14 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
                     return found
         return None
 
+    def alternate_constructor(self, target: Target) -> bool:
+        """A class method that makes an instance of its class (``obj = cls(...)``) and
+        returns it: an alternate constructor (``Workspace.for_shape(n)``), whose calls
+        on what it makes build that object."""
+        s = self.modules.get(target[0])
+        d = s.defs.get(target[1]) if s is not None else None
+        return d is not None and bool(d.cls) and ("self", "returned") in d.results
+
     def kind_of(self, target: Target) -> str:
         return self._kind(target)
 
@@ -1135,6 +1145,8 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
                     return self._method(holder[0], holder[1], parts[2], depth + 1)
             return None
         if d is not None and parts[0] in d.types and len(parts) == 2:
+            if d.types[parts[0]] == "self" and d.cls:  # made by ``cls(...)``
+                return self._method(s.module, d.cls, parts[1], depth + 1)
             holder = self._resolve_in(s, None, d.types[parts[0]], depth + 1)
             if holder is not None and self._kind(holder) == "class":
                 return self._method(holder[0], holder[1], parts[1], depth + 1)

@@ -447,3 +447,44 @@ def test_an_instance_assigned_to_a_global_is_long_lived(tmp_path):
         "        try:\n            step(4)\n        finally:\n            _manager = prev"
     )
     assert _findings(tmp_path, {"pkg/manager.py": manager.replace("{body}", scoped)}) == []
+
+
+WORKSPACE = """
+import torch
+
+
+class Workspace:
+    def __init__(self, n):
+        self.n = n
+        self.tmp = None
+
+    @classmethod
+    def for_shape(cls, n):
+        ws = cls(n)
+        ws._allocate()
+        return ws
+
+    def _allocate(self):
+        if self.tmp is None:
+            self.tmp = torch.empty(self.n)
+
+    def set_config(self, k):
+        self._allocate()
+        self.tmp.zero_()
+"""
+
+
+def test_an_alternate_constructor_builds_its_object(tmp_path):
+    # ``for_shape`` makes the instance (``cls(n)``) and fills it: construction, like
+    # ``__init__``; a later method finds the buffer made.
+    eager = (
+        WORKSPACE
+        + "\n\nclass Backend:\n    def __init__(self):\n        self.ws = Workspace.for_shape(4)\n"
+    )
+    assert _findings(tmp_path, {"pkg/ws.py": eager}) == []
+    # Called lazily, the alternate constructor is the allocating call (IM003).
+    lazy = WORKSPACE + (
+        "\n\n_WS = None\n\n\ndef get_ws():\n    global _WS\n    if _WS is None:\n"
+        "        _WS = Workspace.for_shape(4)\n    return _WS\n"
+    )
+    assert _findings(tmp_path, {"pkg/ws.py": lazy}) == [("ws.py", 31, "IM003")]
