@@ -8,11 +8,11 @@ from what callers hand it (``DefSummary.hands``):
 
 - ``self`` of a class whose instances are not made per call (``lifetimes.py``);
 - a module-level object;
-- an attribute of ``self`` (``self.meta``) that only construction, an entry point or
-  a get-or-create (a conditional store) assigns: the constructors of the class, or
-  functions that run only while it is built. An attribute a running method assigns unconditionally
-  (``self.forward_metadata = Meta(...)`` each step) holds whatever that method made
-  last, not one object for the process;
+- an attribute of ``self`` (``self.meta``) that only construction (the constructors of
+  the class, functions that run only while it is built), an entry point or a
+  get-or-create (a conditional store) assigns. An attribute a running method assigns
+  unconditionally (``self.forward_metadata = Meta(...)`` each step) holds whatever that
+  method made last, not one object for the process;
 - an item of a container on ``self`` (``self.pools.get(dtype)``) unless code other
   than construction puts items there unconditionally (a registry of per-request
   objects, ``self.reqs[req_id] = Req(...)``), or an item of any other container;
@@ -55,10 +55,13 @@ class Holders:
     def replaced(self, cls: Target) -> set[str]:
         """Attributes of a class's instances that code other than construction replaces
         unconditionally (``self.forward_metadata = Meta(...)`` each step): what they
-        hold lives until the next replacement, not for the object's life; ``reqs[]``
-        when such code puts items into ``self.reqs`` (a registry of per-request
-        objects)."""
-        return {attr for c in self._h.family(cls) for attr in self._h.unstable.get(c, ())}
+        hold lives until the next replacement, not for the object's life."""
+        return {
+            attr
+            for c in self._h.family(cls)
+            for attr in self._h.unstable.get(c, ())
+            if not attr.endswith("[]")
+        }
 
     def unheld(self, target: Target, params: tuple[str, ...]) -> list[str]:
         """The parameters of ``target`` that are unheld (none when nothing calls it)."""
@@ -214,32 +217,24 @@ class _Holders:
             return []
         keys = (str(d.params.index(param)), param)
         out: list[Source] = []
-        name = target[1].rsplit(".", 1)[-1]
-        bys = [self._by_target.get(target, {}), self._by_name.get(name, {})]
-        if d.cls:
-            # An override runs wherever the base's method is called on ``self``.
-            for base in self.ancestors((target[0], d.cls)) - {(target[0], d.cls)}:
-                method = self.index.method_of(base, name)
-                if method is not None and method != target:
-                    bys.append(self._by_target.get(method, {}))
+        bys = [self._by_name.get(target[1].rsplit(".", 1)[-1], {})]
+        # An override runs wherever the base's method is called (``callers_of``).
+        methods = [target]
+        while methods:
+            method = methods.pop()
+            bys.append(self._by_target.get(method, {}))
+            methods.extend(self.index.overridden(method))
         for by in bys:
             for key in keys:
                 out.extend(by.get(key, ()))
         return out
 
     def called(self, target: Target) -> bool:
-        """Whether production code calls ``target`` (by any name the index sees)."""
+        """Whether production code calls ``target``: not an entry point (lifetimes.py)."""
         known = self._called.get(target)
         if known is None:
-            known = self._called[target] = self._is_called(target)
+            known = self._called[target] = not self.index.lifetimes.entry_point(target)
         return known
-
-    def _is_called(self, target: Target) -> bool:
-        index = self.index
-        if any(not is_test_module(c[0]) for c, _region in index.callers_of(target)):
-            return True
-        name = target[1].rsplit(".", 1)[-1]
-        return any(not is_test_module(c[0]) for c, _t in index.unresolved_sites.get(name, ()))
 
     def _callee(self, s: FileSummary, d: DefSummary, text: str) -> Target | None:
         """The function a resolved call runs (a class runs its constructor)."""

@@ -99,6 +99,13 @@ STORE_METHODS: dict[str, str] = {
 }
 
 
+#: Store kinds that put an item into a container (the container is the store's root).
+CONTAINER_STORE_KINDS = frozenset(STORE_METHODS.values()) - {"register_buffer"}
+
+#: Methods that read an item of a container (``d.get(k)``, ``d.setdefault(k, v)``).
+ITEM_GETTERS = frozenset({"get", "setdefault", "pop", "__getitem__"})
+
+
 def is_inplace_name(name: str) -> bool:
     """``zero_``, ``copy_``, ``index_put_``: torch's in-place ops end in one underscore."""
     return name.endswith("_") and not name.startswith("_") and len(name) > 1

@@ -226,9 +226,9 @@ class Lifetimes:
             return True
         if _is_constructor(d.qual):
             return not self._is_per_call_class((s.module, d.cls))
-        return self._entry_point(me)
+        return self.entry_point(me)
 
-    def _entry_point(self, target: Target) -> bool:
+    def entry_point(self, target: Target) -> bool:
         """Nothing outside test code calls it (by any name the index sees): it may be
         called from outside, once for the whole process."""
         name = target[1].rsplit(".", 1)[-1]
@@ -335,7 +335,7 @@ class Lifetimes:
         self._returned[target] = False  # recursion guard
         index = self.index
         name = target[1].rsplit(".", 1)[-1]
-        result = self._entry_point(target)
+        result = self.entry_point(target)
         sites: list[tuple[Target, str | None]] = [
             (c, None) for c in self._production_callers(target)
         ]

@@ -39,12 +39,11 @@ from imlint.lifetimes import Lifetimes, construction_only
 from imlint.names import imported_from
 from imlint.options import AnalysisOptions
 from imlint.source import quiet_parse
+from imlint.summary_stores import StoreFacts
 from imlint.summary_values import ValueOrigins
 from imlint.summary_writes import BUILTINS as _BUILTINS
 from imlint.summary_writes import WriteFacts
 from imlint.summary_writes import dotted as _dotted
-from imlint.summary_writes import handle_root as _handle_root
-from imlint.summary_writes import made_here as _made_here
 from imlint.vocabulary import (
     CACHE_DECORATORS,
     INFERENCE_MODE_NAMES,
@@ -259,7 +258,7 @@ class _FastVisitor:
                 visit(value)
 
 
-class _Summarizer(WriteFacts, ValueOrigins, _FastVisitor):
+class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
     """One walk over a module's ``ast`` tree; see :class:`DefSummary` for what it keeps."""
 
     def __init__(self, module: str, is_package: bool, options: AnalysisOptions) -> None:
@@ -541,174 +540,14 @@ class _Summarizer(WriteFacts, ValueOrigins, _FastVisitor):
         if isinstance(node.func, ast.Attribute) and node.func.attr in ("setdefault", "__setitem__"):
             if len(node.args) >= 2:
                 self._store(node.func.value, node.args[1], f".{node.func.attr}")
-                self.cond += node.func.attr == "setdefault"  # get-or-create
-                self._sets(ast.Subscript(node.func.value, node.args[0], ast.Store()), scope)
-                self.cond -= node.func.attr == "setdefault"
+                get_or_create = node.func.attr == "setdefault"
+                self._sets(node.func.value, scope, item=True, get_or_create=get_or_create)
         if isinstance(node.func, ast.Attribute) and node.func.attr == "register_buffer":
             if len(node.args) >= 2 and _dotted(node.func.value) == scope.self_name:
                 name = node.args[0]
                 attr = str(name.value) if isinstance(name, ast.Constant) else "<buffer>"
                 scope.keeps.append((f"self.{attr}", node.args[1], self.region, node.lineno))
         self.generic_visit(node)
-
-    def _root(self, target: ast.expr) -> str | None:
-        while isinstance(target, (ast.Attribute, ast.Subscript)):
-            target = target.value
-        return target.id if isinstance(target, ast.Name) else None
-
-    @staticmethod
-    def _kept_into(root: str | None, scope: _Scope) -> str:
-        """What a value stored under ``root`` is kept on (see ``_Scope.kept``)."""
-        if root is not None and root not in scope.globals:
-            if root in scope.assigned:
-                return f"local:{root}"
-            if root == scope.self_name and scope.summary.cls:
-                return "other" if scope.class_bound else "self"
-            if root in scope.params:
-                return f"param:{root}"
-        return "other"
-
-    def _handed(self, node: ast.Call, text: str, scope: _Scope) -> None:
-        """Values handed to a call: kept when the call keeps what it is given
-        (``lst.append(v)``, ``d.setdefault(k, v)``), else judged at the callee
-        (``lifetimes.py``: a constructor that keeps its parameter owns the object)."""
-        func = node.func
-        scope.arguments.extend((text, str(i), a) for i, a in enumerate(node.args))
-        scope.arguments.extend((text, kw.arg, kw.value) for kw in node.keywords if kw.arg)
-        if isinstance(func, ast.Attribute) and func.attr in KEEPING_METHODS:
-            if func.attr not in ("setdefault", "register_buffer", "register_parameter"):
-                self._sets(ast.Subscript(func.value, ast.Constant(0), ast.Store()), scope)
-            into = self._kept_into(_root_name(func.value), scope)
-            scope.kept.extend((a, into) for a in node.args)
-            scope.kept.extend((kw.value, into) for kw in node.keywords)
-            return
-        # Only what may be a new object: a call, or a name bound to one.
-        assigned = scope.assigned
-        for i, arg in enumerate(node.args):
-            if _made_here(arg, assigned):
-                scope.handed.append((arg, f"handed:{text}:{i}"))
-        for kw in node.keywords:
-            if kw.arg is not None and _made_here(kw.value, assigned):
-                scope.handed.append((kw.value, f"handed:{text}:{kw.arg}"))
-
-    def _store(self, target: ast.expr, value: ast.expr, how: str) -> None:
-        scope = self.scopes[-1]
-        root = self._root(target)
-        if root is None:
-            return
-        if root not in scope.assigned or root in scope.globals:
-            text = ast.unparse(target)
-            if how in (".setdefault", ".__setitem__"):
-                text += "[...]"
-            if self.cond or how == ".setdefault":
-                scope.stores.append((text, value, self.region))
-
-    def _assign(self, target: ast.expr, value: ast.expr | None, line: int) -> None:
-        scope = self.scopes[-1]
-        if isinstance(target, ast.Name):
-            if value is not None:
-                if scope.summary.kind == "module" and self.classes[-1] is None:
-                    if isinstance(value, ast.Call):
-                        ctor = _dotted(value.func)
-                        if ctor:
-                            self.instances[target.id] = ctor
-                elif isinstance(value, ast.Call):
-                    ctor = _dotted(value.func)
-                    if ctor:
-                        if scope.class_bound and ctor == scope.self_name:
-                            ctor = "self"  # ``obj = cls(...)`` in a class method
-                        scope.summary.types[target.id] = ctor
-                scope.assigned.setdefault(target.id, []).append(value)
-                if self._names_factory(value):
-                    self.may_allocate = True  # ``factory = torch.empty``, then ``factory(n)``
-            if target.id in scope.globals and value is not None:
-                scope.global_values.append((target.id, value))  # ``global _m; _m = M()``
-                if self.cond:
-                    scope.stores.append((target.id, value, self.region))
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            values: list[ast.expr | None]
-            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
-                values = list(value.elts)
-            else:
-                values = [None] * len(target.elts)
-                if isinstance(value, ast.Call):
-                    # ``a, b = get_buffers(n)``: each name holds part of the result, the
-                    # item at its position when no starred name shifts them
-                    starred = any(isinstance(el, ast.Starred) for el in target.elts)
-                    for i, el in enumerate(target.elts):
-                        if isinstance(el, ast.Name):
-                            part: ast.expr = value
-                            if not starred:
-                                part = ast.Subscript(value, ast.Constant(i), ast.Load())
-                            self.scopes[-1].unpacked.setdefault(el.id, []).append(part)
-            for t, v in zip(target.elts, values, strict=False):
-                self._assign(t, v, line)
-        elif isinstance(target, ast.Starred):
-            self._assign(target.value, None, line)
-        elif isinstance(target, (ast.Attribute, ast.Subscript)) and value is not None:
-            root = self._root(target)
-            if isinstance(target, ast.Subscript) and root in scope.params:
-                if not _string_key(target):
-                    scope.pwrites.add((root, "torch"))
-            if root is not None:
-                scope.kept.append((value, self._kept_into(root, scope)))
-            if (
-                isinstance(target, ast.Attribute)
-                and root is not None
-                and root == scope.self_name
-                and isinstance(target.value, ast.Name)
-            ):
-                scope.keeps.append((f"self.{target.attr}", value, self.region, line))
-                if isinstance(value, ast.Call):
-                    ctor = _dotted(value.func)
-                    if ctor:
-                        scope.summary.types[f"self.{target.attr}"] = ctor
-            self._sets(target, scope)
-            self._store(target, value, "=")
-
-    def _names_factory(self, value: ast.expr) -> bool:
-        """``torch.zeros if z else torch.empty``: a torch factory named, not called."""
-        options = (value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,)
-        for option in options:
-            text = _dotted(option) if isinstance(option, ast.Attribute) else None
-            if text is not None:
-                q = self.qualify(text)
-                if q.startswith("torch.") and q.rsplit(".", 1)[-1] in self.vocabulary:
-                    return True
-        return False
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        self.visit(node.value)
-        for t in node.targets:
-            self._assign(t, node.value, node.lineno)
-            self.visit(t)
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        if node.value is not None:
-            self.visit(node.value)
-        self._assign(node.target, node.value, node.lineno)
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        scope = self.scopes[-1]
-        root = _handle_root(node.target)
-        if root in scope.params:
-            scope.pwrites.add((root, "torch"))
-        self.generic_visit(node)
-
-    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
-        self.visit(node.value)
-        self._assign(node.target, node.value, node.lineno)
-
-    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
-        self._assign(node.target, None, node.lineno)
-        self.generic_visit(node)
-
-    visit_AsyncFor = visit_For
-
-    def visit_Return(self, node: ast.Return) -> None:
-        if node.value is not None:
-            self.visit(node.value)
-            self.scopes[-1].returns.append((node.value, self.region, node.lineno))
 
     # ---- what a scope allocates
 
@@ -799,24 +638,6 @@ def _zero_elements(node: ast.Call) -> bool:
     first = node.args[0]
     dims = first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]
     return any(isinstance(d, ast.Constant) and d.value == 0 and d.value is not False for d in dims)
-
-
-#: Methods that keep what they are handed (on a container or registry).
-KEEPING_METHODS = frozenset(
-    {"append", "add", "extend", "insert", "setdefault", "update", "appendleft", "put",
-     "register", "register_module", "add_module", "register_buffer", "register_parameter"}
-)  # fmt: skip
-
-
-def _root_name(expr: ast.expr) -> str | None:
-    while isinstance(expr, (ast.Attribute, ast.Subscript)):
-        expr = expr.value
-    return expr.id if isinstance(expr, ast.Name) else None
-
-
-def _string_key(target: ast.Subscript) -> bool:
-    """``x["key"] = v`` fills a mapping (a tensor cannot be indexed by a string)."""
-    return isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str)
 
 
 def _module_level_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
@@ -989,20 +810,27 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
         if known is not None:
             return known
         found = self._callers_of[target] = list(self.callers.get(target, ()))
+        for over in self.overridden(target):
+            found.extend(self.callers_of(over))
+        return found
+
+    def overridden(self, target: Target) -> list[Target]:
+        """The methods of the direct base classes that method ``target`` overrides."""
         s = self.modules.get(target[0])
         d = s.defs.get(target[1]) if s is not None else None
         if s is None or d is None or not d.cls:
-            return found
+            return []
         name = target[1].rsplit(".", 1)[-1]
         cd = s.defs.get(d.cls)
+        out: list[Target] = []
         for base in cd.bases if cd is not None else ():
             b = self._resolve_in(s, None, base)
             if b is None or self._kind(b) != "class":
                 continue
             over = self._method(b[0], b[1], name)
             if over is not None and over != target:
-                found.extend(self.callers_of(over))
-        return found
+                out.append(over)
+        return out
 
     def method_of(self, cls: Target, name: str) -> Target | None:
         """``cls.name``, looked up through the class's bases."""

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from imlint.kinds import LAZY_FRAMES
+from imlint.kinds import CONTAINER_STORE_KINDS, ITEM_GETTERS, LAZY_FRAMES
 from imlint.names import (
     expr_text,
 )
@@ -64,9 +64,6 @@ def persistent(store: Store, fa: FunctionAnalysis) -> bool:
     return False
 
 
-_CONTAINER_STORES = frozenset({"subscript", "append", "setdefault", "update"})
-
-
 def _on_a_replaced_object(store: Store, fa: FunctionAnalysis) -> bool:
     """Whether the object a store fills is held by an attribute of ``self`` that a
     running method replaces (``Holders.replaced``), or by a parameter no caller hands a
@@ -74,7 +71,7 @@ def _on_a_replaced_object(store: Store, fa: FunctionAnalysis) -> bool:
     ``self.meta.cache[k] = ...``; not ``self.cache[k] = ...`` (the container itself is
     the attribute: a cache emptied now and then still lives across calls)."""
     f = fa.f
-    depth = 1 if store.kind in _CONTAINER_STORES else 0
+    depth = 1 if store.kind in CONTAINER_STORE_KINDS else 0
     root = store.root
     if isinstance(root, cst.Name) and root.value != f.self_name:
         values = f.defs.get(root.value, ())
@@ -100,7 +97,7 @@ def _replaced_chain(expr: cst.BaseExpression | None, depth: int, fa: FunctionAna
         elif (
             isinstance(expr, cst.Call)
             and isinstance(expr.func, cst.Attribute)
-            and expr.func.attr.value in ("get", "pop", "setdefault")
+            and expr.func.attr.value in ITEM_GETTERS
         ):
             attrs.append("[]")  # ``self.reqs.get(rid)``: an item
             expr = expr.func.value

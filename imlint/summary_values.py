@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from imlint.kinds import is_inplace_name
+from imlint.kinds import ITEM_GETTERS, is_inplace_name
 from imlint.summary_writes import dotted as _dotted
 from imlint.vocabulary import NON_TENSOR_METHODS
 
@@ -32,10 +32,6 @@ RETURNS_SELF_METHODS = frozenset(
     {"eval", "train", "to", "cuda", "cpu", "half", "float", "bfloat16", "requires_grad_",
      "share_memory"}
 )  # fmt: skip
-
-
-#: Methods that read an item of a container (``d.get(k)``, ``d.setdefault(k, v)``).
-_ITEM_GETTERS = frozenset({"get", "setdefault", "pop", "__getitem__"})
 
 
 class ValueOrigins:
@@ -155,7 +151,7 @@ class ValueOrigins:
             elif (
                 isinstance(expr, ast.Call)
                 and isinstance(expr.func, ast.Attribute)
-                and expr.func.attr in _ITEM_GETTERS
+                and expr.func.attr in ITEM_GETTERS
             ):
                 item, expr = True, expr.func.value
             elif isinstance(expr, ast.Attribute):
@@ -188,20 +184,22 @@ class ValueOrigins:
             )
         return out
 
-    def _sets(self, target: ast.expr, scope: _Scope) -> None:
+    def _sets(
+        self, target: ast.expr, scope: _Scope, item: bool = False, get_or_create: bool = False
+    ) -> None:
         """What a store replaces on ``self`` (``DefSummary.sets``): the attribute
-        (``self.meta = m``) or an item of a container attribute (``self.reqs[k] = r``),
-        ``?``-marked when the store is conditional (a get-or-create)."""
-        item = isinstance(target, ast.Subscript)
-        if item:
-            target = target.value  # type: ignore[attr-defined]
+        (``self.meta = m``) or, for ``item`` or a subscript target, an item of a
+        container attribute (``self.reqs[k] = r``, ``self.reqs.append(r)``); ``?``-marked
+        when the store is conditional or a get-or-create (``setdefault``)."""
+        if isinstance(target, ast.Subscript):
+            item, target = True, target.value
         if (
             isinstance(target, ast.Attribute)
             and isinstance(target.value, ast.Name)
             and target.value.id == scope.self_name
             and not scope.class_bound
         ):
-            mark = "?" if self.cond else ""
+            mark = "?" if self.cond or get_or_create else ""
             scope.sets.add(f"{mark}{target.attr}{'[]' if item else ''}")
 
     def resolve_names(self) -> None:

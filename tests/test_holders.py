@@ -231,3 +231,41 @@ def test_a_store_on_an_object_a_running_method_replaces_is_not_persistent(tmp_pa
         prepare="if self.meta is None:\n            self.meta = Meta()", use="m = self.meta"
     )
     assert _findings(tmp_path, {"pkg/a.py": lazy}) == [("a.py", 20, "IM001")]
+
+
+def test_an_override_takes_the_evidence_of_calls_to_the_method_it_overrides(tmp_path):
+    impl = """
+import torch
+
+
+class Base:
+    def forward(self, layer, n):
+        self._ensure(layer, n)
+        layer.buf.zero_()
+
+    def _ensure(self, layer, n):
+        pass
+
+
+class Impl(Base):
+    def _ensure(self, layer, n):
+        if layer.buf is None:
+            layer.buf = torch.empty(n)
+
+
+class Layer:
+    buf = None
+
+    def __init__(self):
+        self.impl = Impl()
+
+    def run(self, n):
+        self.impl.forward({hands}, n)
+
+
+def serve(layer):
+    layer.run(4)
+"""
+    # ``self._ensure`` in the base runs the override: ``layer`` is the long-lived layer.
+    assert _findings(tmp_path, {"pkg/a.py": impl.format(hands="self")}) == [("a.py", 17, "IM001")]
+    assert _findings(tmp_path, {"pkg/a.py": impl.format(hands="Layer()")}) == []

@@ -1,0 +1,217 @@
+"""What a function's summary records of its stores (``imlint/project.py``): which
+values it keeps and where (``self``, a parameter, a global, a local object), what it
+hands to calls, which stores may fill storage lazily, and the local names bound to a
+constructor call (to resolve ``reg.get(...)``)."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from imlint.summary_writes import dotted as _dotted
+from imlint.summary_writes import handle_root as _handle_root
+from imlint.summary_writes import made_here as _made_here
+
+if TYPE_CHECKING:
+    from imlint.project import _Scope
+
+
+#: Methods that keep what they are handed (on a container or registry).
+KEEPING_METHODS = frozenset(
+    {"append", "add", "extend", "insert", "setdefault", "update", "appendleft", "put",
+     "register", "register_module", "add_module", "register_buffer", "register_parameter"}
+)  # fmt: skip
+
+
+def _root_name(expr: ast.expr) -> str | None:
+    while isinstance(expr, (ast.Attribute, ast.Subscript)):
+        expr = expr.value
+    return expr.id if isinstance(expr, ast.Name) else None
+
+
+def _string_key(target: ast.Subscript) -> bool:
+    """``x["key"] = v`` fills a mapping (a tensor cannot be indexed by a string)."""
+    return isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str)
+
+
+class StoreFacts:
+    """A mixin of the project summarizer (``imlint.project._Summarizer``): the visits of
+    assignments, returns and the values handed to calls."""
+
+    if TYPE_CHECKING:
+        scopes: list[_Scope]
+        classes: list[str | None]
+        instances: dict[str, str]
+        region: str
+        cond: int
+        may_allocate: bool
+        vocabulary: frozenset[str]
+
+        def visit(self, node: ast.AST) -> None: ...
+
+        def generic_visit(self, node: ast.AST) -> None: ...
+
+        def qualify(self, text: str) -> str: ...
+
+        def _sets(
+            self, target: ast.expr, scope: _Scope, item: bool = False, get_or_create: bool = False
+        ) -> None: ...
+
+    def _root(self, target: ast.expr) -> str | None:
+        while isinstance(target, (ast.Attribute, ast.Subscript)):
+            target = target.value
+        return target.id if isinstance(target, ast.Name) else None
+
+    @staticmethod
+    def _kept_into(root: str | None, scope: _Scope) -> str:
+        """What a value stored under ``root`` is kept on (see ``_Scope.kept``)."""
+        if root is not None and root not in scope.globals:
+            if root in scope.assigned:
+                return f"local:{root}"
+            if root == scope.self_name and scope.summary.cls:
+                return "other" if scope.class_bound else "self"
+            if root in scope.params:
+                return f"param:{root}"
+        return "other"
+
+    def _handed(self, node: ast.Call, text: str, scope: _Scope) -> None:
+        """Values handed to a call: kept when the call keeps what it is given
+        (``lst.append(v)``, ``d.setdefault(k, v)``), else judged at the callee
+        (``lifetimes.py``: a constructor that keeps its parameter owns the object)."""
+        func = node.func
+        scope.arguments.extend((text, str(i), a) for i, a in enumerate(node.args))
+        scope.arguments.extend((text, kw.arg, kw.value) for kw in node.keywords if kw.arg)
+        if isinstance(func, ast.Attribute) and func.attr in KEEPING_METHODS:
+            if func.attr not in ("setdefault", "register_buffer", "register_parameter"):
+                self._sets(func.value, scope, item=True)
+            into = self._kept_into(_root_name(func.value), scope)
+            scope.kept.extend((a, into) for a in node.args)
+            scope.kept.extend((kw.value, into) for kw in node.keywords)
+            return
+        # Only what may be a new object: a call, or a name bound to one.
+        assigned = scope.assigned
+        for i, arg in enumerate(node.args):
+            if _made_here(arg, assigned):
+                scope.handed.append((arg, f"handed:{text}:{i}"))
+        for kw in node.keywords:
+            if kw.arg is not None and _made_here(kw.value, assigned):
+                scope.handed.append((kw.value, f"handed:{text}:{kw.arg}"))
+
+    def _store(self, target: ast.expr, value: ast.expr, how: str) -> None:
+        scope = self.scopes[-1]
+        root = self._root(target)
+        if root is None:
+            return
+        if root not in scope.assigned or root in scope.globals:
+            text = ast.unparse(target)
+            if how in (".setdefault", ".__setitem__"):
+                text += "[...]"
+            if self.cond or how == ".setdefault":
+                scope.stores.append((text, value, self.region))
+
+    def _assign(self, target: ast.expr, value: ast.expr | None, line: int) -> None:
+        scope = self.scopes[-1]
+        if isinstance(target, ast.Name):
+            if value is not None:
+                if scope.summary.kind == "module" and self.classes[-1] is None:
+                    if isinstance(value, ast.Call):
+                        ctor = _dotted(value.func)
+                        if ctor:
+                            self.instances[target.id] = ctor
+                elif isinstance(value, ast.Call):
+                    ctor = _dotted(value.func)
+                    if ctor:
+                        if scope.class_bound and ctor == scope.self_name:
+                            ctor = "self"  # ``obj = cls(...)`` in a class method
+                        scope.summary.types[target.id] = ctor
+                scope.assigned.setdefault(target.id, []).append(value)
+                if self._names_factory(value):
+                    self.may_allocate = True  # ``factory = torch.empty``, then ``factory(n)``
+            if target.id in scope.globals and value is not None:
+                scope.global_values.append((target.id, value))  # ``global _m; _m = M()``
+                if self.cond:
+                    scope.stores.append((target.id, value, self.region))
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            values: list[ast.expr | None]
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts):
+                values = list(value.elts)
+            else:
+                values = [None] * len(target.elts)
+                if isinstance(value, ast.Call):
+                    # ``a, b = get_buffers(n)``: each name holds part of the result, the
+                    # item at its position when no starred name shifts them
+                    starred = any(isinstance(el, ast.Starred) for el in target.elts)
+                    for i, el in enumerate(target.elts):
+                        if isinstance(el, ast.Name):
+                            part: ast.expr = value
+                            if not starred:
+                                part = ast.Subscript(value, ast.Constant(i), ast.Load())
+                            self.scopes[-1].unpacked.setdefault(el.id, []).append(part)
+            for t, v in zip(target.elts, values, strict=False):
+                self._assign(t, v, line)
+        elif isinstance(target, ast.Starred):
+            self._assign(target.value, None, line)
+        elif isinstance(target, (ast.Attribute, ast.Subscript)) and value is not None:
+            root = self._root(target)
+            if isinstance(target, ast.Subscript) and root in scope.params:
+                if not _string_key(target):
+                    scope.pwrites.add((root, "torch"))
+            if root is not None:
+                scope.kept.append((value, self._kept_into(root, scope)))
+            if (
+                isinstance(target, ast.Attribute)
+                and root is not None
+                and root == scope.self_name
+                and isinstance(target.value, ast.Name)
+            ):
+                scope.keeps.append((f"self.{target.attr}", value, self.region, line))
+                if isinstance(value, ast.Call):
+                    ctor = _dotted(value.func)
+                    if ctor:
+                        scope.summary.types[f"self.{target.attr}"] = ctor
+            self._sets(target, scope)
+            self._store(target, value, "=")
+
+    def _names_factory(self, value: ast.expr) -> bool:
+        """``torch.zeros if z else torch.empty``: a torch factory named, not called."""
+        options = (value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,)
+        for option in options:
+            text = _dotted(option) if isinstance(option, ast.Attribute) else None
+            if text is not None:
+                q = self.qualify(text)
+                if q.startswith("torch.") and q.rsplit(".", 1)[-1] in self.vocabulary:
+                    return True
+        return False
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.visit(node.value)
+        for t in node.targets:
+            self._assign(t, node.value, node.lineno)
+            self.visit(t)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+        self._assign(node.target, node.value, node.lineno)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        scope = self.scopes[-1]
+        root = _handle_root(node.target)
+        if root in scope.params:
+            scope.pwrites.add((root, "torch"))
+        self.generic_visit(node)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.visit(node.value)
+        self._assign(node.target, node.value, node.lineno)
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self._assign(node.target, None, node.lineno)
+        self.generic_visit(node)
+
+    visit_AsyncFor = visit_For
+
+    def visit_Return(self, node: ast.Return) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+            self.scopes[-1].returns.append((node.value, self.region, node.lineno))
