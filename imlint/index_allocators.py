@@ -20,7 +20,9 @@ _HELPER_DEPTH = 3
 
 class AllocatorFinder:
     """The allocator part of :class:`imlint.project.ProjectIndex` (a mixin: the index
-    owns the state below and the resolution methods)."""
+    owns the state below and the resolution methods): which callables allocate, and
+    which make and build an object for their caller (alternate constructors,
+    factories)."""
 
     summaries: list[FileSummary]
     modules: dict[str, FileSummary]
@@ -31,8 +33,6 @@ class AllocatorFinder:
 
     if TYPE_CHECKING:
 
-        def alternate_constructor(self, target: Target) -> bool: ...
-
         def _kind(self, target: Target) -> str: ...
 
         def _resolve_in(
@@ -41,6 +41,50 @@ class AllocatorFinder:
 
         def resolve(self, s: FileSummary, d: DefSummary, text: str) -> Target | None: ...
 
+    def alternate_constructor(self, target: Target) -> bool:
+        """A class method that makes an instance of its class (``obj = cls(...)``) and
+        returns it: an alternate constructor (``Workspace.for_shape(n)``), whose calls
+        on what it makes build that object."""
+        s = self.modules.get(target[0])
+        d = s.defs.get(target[1]) if s is not None else None
+        return d is not None and bool(d.cls) and ("self", "returned") in d.results
+
+    def builds(self, caller: Target, text: str) -> Target | None:
+        """The class whose object the call ``text`` in ``caller`` builds: a method called
+        on a local object that the caller makes with a constructor call and returns (a
+        factory: ``ws = Workspace(n); ws.allocate(); return ws``), so the call runs while
+        that object is built, before anything else can see it."""
+        s = self.modules.get(caller[0])
+        d = s.defs.get(caller[1]) if s is not None else None
+        head, dot, rest = text.partition(".")
+        if s is None or d is None or not dot or "." in rest or head not in d.types:
+            return None
+        maker = d.types[head]
+        if maker == "self":
+            return (s.module, d.cls) if d.cls and self.alternate_constructor(caller) else None
+        cls = self._resolve_in(s, None, maker)
+        if cls is None or self._kind(cls) != "class":
+            return None
+        returned = any(
+            how == "returned" and self.resolve(s, d, made) == cls for made, how in d.results
+        )
+        return cls if returned else None
+
+    def made_class(self, target: Target) -> Target | None:
+        """The class whose instance ``target`` makes and returns, when it is an alternate
+        constructor or a factory that builds what it makes (``builds``)."""
+        if self.alternate_constructor(target):
+            return (target[0], target[1].rsplit(".", 1)[0])
+        s = self.modules.get(target[0])
+        d = s.defs.get(target[1]) if s is not None else None
+        if s is None or d is None:
+            return None
+        for text, _region in d.calls:
+            made = self.builds(target, text)
+            if made is not None:
+                return made
+        return None
+
     def _find_allocators(self) -> None:
         """Callables whose call allocates a tensor that outlives it, to a fixed point."""
         pending: list[tuple[FileSummary, DefSummary]] = []
@@ -48,6 +92,10 @@ class AllocatorFinder:
             for d in s.defs.values():
                 constructor = bool(d.cls) and d.qual.rsplit(".", 1)[-1] in CONSTRUCTORS
                 constructor = constructor or (bool(d.cls) and ("self", "returned") in d.results)
+                # a factory: ``ws = Workspace(n); ws.allocate(); return ws``
+                constructor = constructor or (
+                    bool(d.types) and any(how == "returned" for _m, how in d.results)
+                )
                 if d.kind == "function" and (d.allocs or constructor) and not d.cached:
                     pending.append((s, d))
         changed = True
@@ -57,12 +105,11 @@ class AllocatorFinder:
                 target = (s.module, d.qual)
                 if target in self._alloc:
                     continue
-                if self.alternate_constructor(target):
-                    built = self._alternate_chain(s, d)
-                    if built is not None:
-                        self._alloc[target] = (built, True, "unknown")
-                        changed = True
-                        continue
+                built = self._alternate_chain(s, d)
+                if built is not None:
+                    self._alloc[target] = (built, True, "unknown")
+                    changed = True
+                    continue
                 chain = self._alloc_chain(s, d)
                 if chain is None:
                     continue
@@ -93,21 +140,30 @@ class AllocatorFinder:
                             break
 
     def _alternate_chain(self, s: FileSummary, d: DefSummary) -> str | None:
-        """How an alternate constructor (``ProjectIndex.alternate_constructor``)
-        allocates: the class's constructor does, or a method it calls on what it makes
-        keeps a tensor there (``ws = cls(n); ws.allocate()``)."""
+        """How an alternate constructor (``ProjectIndex.alternate_constructor``) or a
+        factory (``ProjectIndex.builds``) allocates: the class's constructor does, or a
+        method it calls on what it makes keeps a tensor there (``ws = cls(n);
+        ws.allocate()``)."""
+        me = (s.module, d.qual)
+        alternate = self.alternate_constructor(me)
         cls = (s.module, d.cls)
-        if cls in self._alloc:
+        if alternate and cls in self._alloc:
             return f"{d.qual} makes {d.cls}: {self._alloc[cls][0]}"
         for text, _region in d.calls:
             target = self.resolve(s, d, text)
-            if target is None or target[0] != s.module or not target[1].startswith(d.cls + "."):
+            if target is None:
+                continue
+            if alternate:
+                if target[0] != s.module or not target[1].startswith(d.cls + "."):
+                    continue
+            elif self.builds(me, text) is None:
                 continue
             ms = self.modules.get(target[0])
             md = ms.defs.get(target[1]) if ms is not None else None
             if md is not None and any(how == "keeps" for how, *_ in md.allocs):
                 what = next(w for how, w, _r in md.allocs if how == "keeps")
-                return f"{d.qual} makes {d.cls} and {md.qual} allocates {what}"
+                made = d.cls if alternate else md.qual.rsplit(".", 1)[0]
+                return f"{d.qual} makes {made} and {md.qual} allocates {what}"
         return None
 
     def _returned_content(self, s: FileSummary, d: DefSummary) -> str:

@@ -123,7 +123,7 @@ class FactsFinder:
 
         def _kind(self, target: Target) -> str: ...
 
-        def alternate_constructor(self, target: Target) -> bool: ...
+        def made_class(self, target: Target) -> Target | None: ...
 
         def _method(self, module: str, cls: str, name: str, depth: int = 0) -> Target | None: ...
 
@@ -154,9 +154,8 @@ class FactsFinder:
                 written = self._written(target)
                 if written is not None:
                     writes[key] = written
-                made = target
-                if self.alternate_constructor(target):
-                    made = (target[0], target[1].rsplit(".", 1)[0])  # ``cls.for_shape(n)``
+                # ``cls.for_shape(n)``, ``make_workspace(n)``: the object it makes
+                made = self.made_class(target) or target
                 if target in self._alloc and self._kind(made) == "class":
                     by_methods = self._object_writes(made)
                     if by_methods is not None:

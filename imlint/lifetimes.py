@@ -8,7 +8,9 @@ out as evidence: it does not run in the served process.
   not made per call, or, transitively, another such function, runs while the program
   sets up: what it stores is built eagerly, not on first use (IM004's territory, not a
   lazy site). A class method that makes an instance of its class and returns it is a
-  constructor too (``ProjectIndex.alternate_constructor``). Calls by the function's
+  constructor too (``ProjectIndex.alternate_constructor``), and so is a call on an
+  object a function makes and returns (a factory: ``ws = Workspace(n); ws.allocate();
+  return ws``, ``ProjectIndex.builds``). Calls by the function's
   name that the index cannot resolve count as callers. A function without parameters that a class's constructor calls is set up by
   the time the class's other methods call it.
 - **Per-call objects.** Every place that makes an instance of a class (a call of the
@@ -78,9 +80,13 @@ class _Construction:
             self.classes[c] = _class_of(self.index, c)
         return self.classes[c]
 
-    def split(self, callers: list[Target]) -> tuple[list[Target], set[Target], int]:
+    def split(
+        self, callers: list[Target], target: Target | None = None
+    ) -> tuple[list[Target], set[Target], int]:
         """(callers that are not constructors of long-lived objects, classes of the
-        constructors among them, how many constructors), test code left out."""
+        constructors among them, how many constructors), test code left out. A call on
+        an object its caller makes and returns builds that object (``ProjectIndex.builds``):
+        a constructor's call."""
         rest: list[Target] = []
         built: set[Target] = set()
         constructors = 0
@@ -88,9 +94,12 @@ class _Construction:
             if is_test_module(c[0]):
                 continue
             cls = self.class_of(c)
-            if (_is_constructor(c[1]) or self.index.alternate_constructor(c)) and (
-                cls not in self.per_call
-            ):
+            made = self.index.building.get((c, target)) if target is not None else None
+            if made is not None:
+                cls = made
+            if (
+                made is not None or _is_constructor(c[1]) or self.index.alternate_constructor(c)
+            ) and cls not in self.per_call:
                 constructors += 1
                 if cls is not None:
                     built.add(cls)
@@ -114,7 +123,8 @@ class _Construction:
                 if name not in by_name:  # calls by name are shared by every function so named
                     sites = index.unresolved_sites.get(name, ())
                     by_name[name] = self.split([c for c, _text in sites])
-                rest, built, constructors = self.split([c for c, _r in index.callers_of(target)])
+                callers = [c for c, _r in index.callers_of(target)]
+                rest, built, constructors = self.split(callers, target)
                 name_rest, name_built, name_constructors = by_name[name]
                 constructors += name_constructors
                 if name_rest:

@@ -723,6 +723,8 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
         self.callers: dict[Target, list[tuple[Target, str]]] = {}
         #: name -> (caller, call text) of the calls by that name the index cannot resolve
         self.unresolved_sites: dict[str, list[tuple[Target, str]]] = {}
+        #: (caller, callee) -> the class whose object the call builds (``builds``)
+        self.building: dict[tuple[Target, Target], Target] = {}
         self.unresolved_total = 0
         self._resolved: dict[tuple[str, str, str], Target | None] = {}
         self._children: dict[Target, set[Target]] | None = None
@@ -786,14 +788,6 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
                 if found is not None:
                     return found
         return None
-
-    def alternate_constructor(self, target: Target) -> bool:
-        """A class method that makes an instance of its class (``obj = cls(...)``) and
-        returns it: an alternate constructor (``Workspace.for_shape(n)``), whose calls
-        on what it makes build that object."""
-        s = self.modules.get(target[0])
-        d = s.defs.get(target[1]) if s is not None else None
-        return d is not None and bool(d.cls) and ("self", "returned") in d.results
 
     def kind_of(self, target: Target) -> str:
         return self._kind(target)
@@ -1028,6 +1022,9 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
                             continue
                         target = init
                     self.callers.setdefault(target, []).append((caller, region or d.mode))
+                    made = self.builds(caller, text)
+                    if made is not None:
+                        self.building[(caller, target)] = made
         # Both read the call graph just built.
         # Construction needs to know which objects are made per call (building one is
         # not set-up), and lifetimes what runs in construction: one round each way.

@@ -488,3 +488,50 @@ def test_an_alternate_constructor_builds_its_object(tmp_path):
         "        _WS = Workspace.for_shape(4)\n    return _WS\n"
     )
     assert _findings(tmp_path, {"pkg/ws.py": lazy}) == [("ws.py", 31, "IM003")]
+
+
+FACTORY = """
+import torch
+
+
+class Workspace:
+    def __init__(self, n):
+        self.n = n
+        self.tmp = None
+
+    def allocate(self):
+        if self.tmp is None:
+            self.tmp = torch.empty(self.n)
+
+    def run(self, x):
+        self.tmp[: x.numel()].copy_(x)
+
+
+class Arena:
+    def make_workspace(self, n):
+        ws = Workspace(n)
+        ws.allocate()
+        return ws
+"""
+
+
+def test_a_factory_builds_the_object_it_makes_and_returns(tmp_path):
+    # ``make_workspace`` makes a Workspace, fills it and returns it: ``allocate`` runs
+    # while that object is built, so the site is where the factory's result is kept.
+    eager = FACTORY + (
+        "\n\nclass Backend:\n    def __init__(self):\n        self.arena = Arena()\n"
+        "        self.ws = self.arena.make_workspace(4)\n"
+    )
+    assert _findings(tmp_path, {"pkg/ws.py": eager}) == []
+    lazy = FACTORY + (
+        "\n\nclass Backend:\n    def __init__(self):\n        self.arena = Arena()\n"
+        "        self.ws = None\n\n"
+        "    def forward(self, x):\n        if self.ws is None:\n"
+        "            self.ws = self.arena.make_workspace(4)\n        self.ws.run(x)\n"
+    )
+    assert _findings(tmp_path, {"pkg/ws.py": lazy}) == [("ws.py", 32, "IM003")]
+    # Not returned, the object is not what the function makes for its caller: the
+    # method's own store is the site.
+    kept = lazy.replace("        return ws\n", "        self.last = ws\n", 1)
+    kept = kept.replace("self.ws = self.arena.make_workspace(4)", "self.ws = 1")
+    assert ("ws.py", 12, "IM001") in _findings(tmp_path, {"pkg/ws.py": kept})
