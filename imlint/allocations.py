@@ -88,6 +88,15 @@ class SiteFinder:
         """A call's callee as the project index spells it (see ``FileFacts``)."""
         f = self.func
         text = dotted_name(func)
+        if (
+            text is None
+            and isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Call)
+            and f is not None
+        ):
+            inner = dotted_name(func.value.func)  # ``load_module(cfg).run``
+            if inner is not None and inner.split(".", 1)[0] != f.self_name:
+                return f"{inner}().{func.attr.value}"
         if text is None or f is None:
             return None
         head, _, rest = text.partition(".")

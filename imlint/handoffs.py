@@ -99,6 +99,16 @@ class CallWrites:
                 if how is not None:
                     text = f"{expr_text(func, f.self_name)}({arg.keyword.value}=...)"
                     self._write(arg.value, text, at=node, kind=how)
+            elif arg.star and isinstance(arg.value, cst.Name):
+                # ``f(*args)``, ``f(**extra)``: what the local's literal holds may land on
+                # any parameter
+                how = _strongest(written)
+                if how is None:
+                    continue
+                text = f"{expr_text(func, f.self_name)}({arg.star}{arg.value.value})"
+                for item in _literal_items(f.defs.get(arg.value.value, [])):
+                    if _is_handle(item):
+                        self._write(item, text, at=node, kind=how)
 
     def _raw_pointers(self, node: cst.Call, f: FunctionModel) -> None:
         """``op(buf.data_ptr(), n)``: code handed a raw pointer may write through it,
@@ -145,13 +155,30 @@ class CallWrites:
         local = (dotted_name(callee) or "").split(".", 1)[0]
         external = self.facts.external
         if (
-            launch
+            (key is not None and "()." in key and key in external)
+            or launch
             or q.startswith("torch.ops.")
             or local in external
             or f"{f.qualname}|{local}" in external
         ):
             return {"*": HANDED_WRITE}
         return {}  # project code the index cannot see into, a builtin: taken to read
+
+
+def _literal_items(values: list[cst.BaseExpression]) -> list[cst.BaseExpression]:
+    """The items of the list, tuple or dict literals a local is bound to."""
+    out: list[cst.BaseExpression] = []
+    for v in values:
+        if isinstance(v, (cst.List, cst.Tuple, cst.Dict)):
+            out.extend(
+                el.value for el in v.elements if isinstance(el, (cst.Element, cst.DictElement))
+            )
+    return out
+
+
+def _strongest(written: dict[str, str]) -> str | None:
+    order = (TORCH_WRITE, KERNEL_WRITE, HANDED_WRITE)
+    return next((kind for kind in order if kind in written.values()), None)
 
 
 def _tensor_method(func: cst.BaseExpression) -> bool:

@@ -146,7 +146,10 @@ class FactsFinder:
                 if target is None:
                     if self.opaque(s, d, text):
                         head = text.split(".", 1)[0]
-                        opaque.add(f"{d.qual}|{head}" if head in d.types else head)
+                        if "()." in text:
+                            opaque.add(text)  # ``load_module(cfg).run``
+                        else:
+                            opaque.add(f"{d.qual}|{head}" if head in d.types else head)
                     continue
                 key = _fact_key(d, text, s)
                 if key is None:

@@ -76,6 +76,11 @@ def build_model(
         unheld_params=facts.unheld_params,
         replaced_attrs=facts.replaced_attrs,
         derived=frozenset(i for i, site in enumerate(allocations) if site.derived),
+        nested={
+            (id(f.parent), f.name): f
+            for f in collector.functions
+            if f.parent is not None and f.cls is None
+        },
     )
     analyses = {id(f): FunctionAnalysis(f, index) for f in collector.functions}
     index.analyses = analyses

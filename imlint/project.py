@@ -57,7 +57,7 @@ from imlint.vocabulary import (
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 15
+SUMMARY_VERSION = 16
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -367,6 +367,11 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         ):
             return f"super().{func.attr}"
         if isinstance(func, ast.Attribute):
+            made = _made_by(func.value)
+            if made is not None:  # ``load_module(cfg).run``: a method of what a call made
+                inner = self.call_text(made, scope)
+                if not inner.startswith("?") and "()" not in inner:
+                    return f"{inner}().{func.attr}"
             return "?" + func.attr
         return "?"
 
@@ -612,6 +617,14 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
                 name = ref[1:]
                 if ref.startswith("#") and name != scope.self_name:
                     s.factories.append((name, positions.get(name, -1), text))
+
+
+def _made_by(expr: ast.expr) -> ast.expr | None:
+    """The callee of a call to a module-level name (``load_module`` of
+    ``load_module(cfg)``), not a method of a local or of ``self``."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, (ast.Name, ast.Attribute)):
+        return expr.func
+    return None
 
 
 def _restored(name: str, scope: _Scope) -> bool:
@@ -877,6 +890,8 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
         project allocator made (``mod = load_jit(cfg); mod.run(x, out)``). Such code (a
         compiled kernel, an op looked up in another library) may write the tensors handed
         to it, from a kernel."""
+        if "()." in text:
+            return self._made_opaque(s, d, text)
         head, dot, rest = text.partition(".")
         if "." in rest:
             return False
@@ -903,6 +918,22 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
             return False
         made = self._resolve_in(home, d, ctor)
         return made is None or self._kind(made) != "class"
+
+    def _made_opaque(self, s: FileSummary, d: DefSummary | None, text: str) -> bool:
+        """``load_module(cfg).run``: a method of what a module-level callable returns,
+        when that callable is imported from outside the project (not torch or the
+        standard library) or is project code that neither builds a project class nor
+        allocates (a loader of compiled code)."""
+        maker, _, method = text.rpartition("().")
+        head = maker.split(".", 1)[0]
+        if "." in method or "()" in maker or (head not in s.imports and head not in s.defs):
+            return False
+        if self.qualify_in(s, maker).split(".", 1)[0] in READER_MODULES:
+            return False
+        made = self._resolve_in(s, d, maker)
+        if made is None:
+            return head in s.imports and self._is_external(s, maker)
+        return self._kind(made) != "class" and made not in self._alloc
 
     def qualify_in(self, s: FileSummary, text: str) -> str:
         head, _, rest = text.partition(".")

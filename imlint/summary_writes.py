@@ -64,10 +64,11 @@ class WriteFacts:
             if _is_raw_pointer(arg):
                 self._wrote(arg.func.value, "kernel", scope)  # type: ignore[attr-defined]
             else:
-                self._handed_on(arg, callee, str(i), scope)
+                # ``f(*args)``: what the list holds may land on any parameter
+                self._handed_on(arg, callee, "*" if isinstance(arg, ast.Starred) else str(i), scope)
         for kw in node.keywords:
-            if kw.arg not in (None, "out"):
-                self._handed_on(kw.value, callee, kw.arg, scope)
+            if kw.arg != "out":
+                self._handed_on(kw.value, callee, kw.arg or "*", scope)  # ``f(**kwargs)``
 
     def _wrote(self, expr: ast.expr, kind: str, scope: _Scope) -> None:
         """A write into what ``expr`` names: a parameter, a tensor on ``self``, or the
@@ -105,6 +106,13 @@ class WriteFacts:
                     e = e.value
                 elif isinstance(e, (ast.Attribute, ast.Starred)):
                     e = e.value
+                elif isinstance(e, (ast.List, ast.Tuple, ast.Set)) and not key:
+                    # ``args = [q, get(n)]``, handed on as ``f(*args)``
+                    pending.extend((x, "", seen) for x in e.elts)
+                    break
+                elif isinstance(e, ast.Dict) and not key:
+                    pending.extend((x, "", seen) for x in e.values)
+                    break
                 elif (
                     isinstance(e, ast.Call)
                     and isinstance(e.func, ast.Attribute)
@@ -132,6 +140,8 @@ class WriteFacts:
             if name in sc.params or name in sc.globals:
                 return []
             values = [*sc.assigned.get(name, ()), *sc.unpacked.get(name, ())]
+            # what is stored into a local container: ``extra["c"] = get(n)``
+            values += [v for v, into in sc.kept if into == f"local:{name}"]
             if values:
                 return values
         return []

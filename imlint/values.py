@@ -271,6 +271,11 @@ class FunctionAnalysis:
                     key = string_value(el.key) if isinstance(el, cst.DictElement) else None
                     inner = self.tokens(el.value, seen)
                     out |= {f"@{key}>{t}" for t in inner} if key is not None else inner
+            elif isinstance(e, cst.Tuple):  # ``return a, b``: items tagged by position
+                for i, item in enumerate(e.elements):
+                    inner = self.tokens(item.value, seen)
+                    starred = isinstance(item, cst.StarredElement)
+                    out |= inner if starred else {f"@#{i}>{t}" for t in inner}
             elif isinstance(e, cst.Call):
                 out |= self._call_tokens(e)
                 func = e.func
@@ -332,6 +337,10 @@ class FunctionAnalysis:
                     out.add(f"store:{expr_text(args[0].value, f.self_name)}.{attr}")
             elif func.value in index.functions and not f.is_local(func.value):
                 out |= index.returned(index.functions[func.value])
+            else:
+                nested = index.nested.get((id(f), func.value))
+                if nested is not None:  # ``def buffer(name): ...`` in this function
+                    out |= index.returned(nested)
         return out
 
     # -- mentions: which storages a condition looks at
@@ -398,6 +407,8 @@ class ModuleIndex:
     #: sites made by a method from its receiver (``AllocationSite.derived``)
     derived: frozenset[int] = frozenset()
     analyses: dict[int, FunctionAnalysis] = field(default_factory=dict)
+    #: ``(id(function), name)`` -> a function defined in that function's body
+    nested: dict[tuple[int, str], FunctionModel] = field(default_factory=dict)
     _returned: dict[int, frozenset[str]] = field(default_factory=dict)
 
     def returned(self, g: FunctionModel) -> frozenset[str]:

@@ -99,8 +99,9 @@ def find_writes(
                 site.call, how, site.frames, site.order, site.call, f, site.positions, kind
             )
         )
-    if wanted & untagged(index.returned(f)):
-        _callers_writes(site, index, entry_key)
+    returned = index.returned(f)
+    if wanted & untagged(returned):
+        _callers_writes(site, index, entry_key or _returned_item(returned, wanted))
         handed = callbacks.get(f.name) if f.parent is None and f.cls is None else None
         if handed is not None:
             site.writes.append(handed)  # handed to outside code, with its result
@@ -124,6 +125,17 @@ def _callers_writes(site: AllocationSite, index: ModuleIndex, entry_key: str | N
                 site.call, text, site.frames, site.order, site.call, f, site.positions, kind
             )
         )
+
+
+def _returned_item(returned: frozenset[str], wanted: set[str]) -> str | None:
+    """``#i`` when the site's storage is item ``i`` of the tuple its function returns
+    (``return self._send, self._recv``), and no other item."""
+    found = set()
+    for t in returned:
+        tag, _, rest = t.partition(">")
+        if tag.startswith("@#") and rest in wanted:
+            found.add(tag[1:])
+    return found.pop() if len(found) == 1 else None
 
 
 def _entry_text(key: str) -> str:
@@ -194,7 +206,9 @@ def param_writes(index: ProjectIndex) -> dict[Target, dict[str, str]]:
                 target, outside = _callee(index, s, d, text)
                 if target is None and not outside:
                     continue  # project code the index cannot see into: taken to read
-                name = index.param_name(target, key) if target is not None else None
+                name = None
+                if target is not None:
+                    name = "*" if key == "*" else index.param_name(target, key)
                 passes.append((me, param, target, name))
     changed = True
     while changed:
@@ -202,7 +216,7 @@ def param_writes(index: ProjectIndex) -> dict[Target, dict[str, str]]:
         for me, param, target, name in passes:
             written: str | None = HANDED_WRITE
             if target is not None:
-                written = out.get(target, {}).get(name) if name is not None else None
+                written = _written(out.get(target, {}), name)
             if written is not None and _join(out.setdefault(me, {}), param, written):
                 changed = True
     return {k: v for k, v in out.items() if v}
@@ -221,23 +235,46 @@ def result_writes(index: ProjectIndex) -> dict[Target, dict[str, tuple[str, str]
     buf.zero_()``, or hand it to code that writes it), strongest first, with where; by
     the entry of a returned mapping they write (``get()["out"]``), "" for all of it."""
     out: dict[Target, dict[str, tuple[str, str]]] = {}
+
+    def record(target: Target, key: str, kind: str | None, where: str) -> None:
+        if kind is None:
+            return
+        by_key = out.setdefault(target, {})
+        known = by_key.get(key)
+        if known is None or _STRENGTH[kind] > _STRENGTH[known[0]]:
+            by_key[key] = (kind, where)
+
     for s in index.summaries:
         for d in s.defs.values():
+            where = f"{d.qual} ({s.path})"
             for text, how, key in d.rwrites:
                 target = index.resolve(s, d, text)
-                if target is None:
+                if target is not None:
+                    record(target, key, _rwrite_kind(index, s, d, how), where)
+            # A getter handed on as a callable (``merge(out, self._get_bufs)``): what
+            # the callee does with the results of calling that parameter.
+            for text, arg, owner in d.passes:
+                callee = index.resolve(s, d, text)
+                handed = index.resolve(s, d, owner) if callee is not None else None
+                if callee is None or handed is None or index.kind_of(handed) == "class":
                     continue
-                kind: str | None = how
-                if how.startswith("handed:"):
-                    _, callee, arg = how.split(":", 2)
-                    kind = _handed_kind(index, s, d, callee, arg)
-                if kind is None:
+                name = index.param_name(callee, arg)
+                cs = index.modules.get(callee[0])
+                cd = cs.defs.get(callee[1]) if cs is not None else None
+                if cs is None or cd is None or name is None or name not in cd.params:
                     continue
-                by_key = out.setdefault(target, {})
-                known = by_key.get(key)
-                if known is None or _STRENGTH[kind] > _STRENGTH[known[0]]:
-                    by_key[key] = (kind, f"{d.qual} ({s.path})")
+                for ctext, how, key in cd.rwrites:
+                    if ctext == name:
+                        record(handed, key, _rwrite_kind(index, cs, cd, how), where)
     return out
+
+
+def _rwrite_kind(index: ProjectIndex, s: FileSummary, d: DefSummary, how: str) -> str | None:
+    """The write kind of a ``rwrites`` record (a handed result: how the callee writes it)."""
+    if how.startswith("handed:"):
+        _, callee, arg = how.split(":", 2)
+        return _handed_kind(index, s, d, callee, arg)
+    return how
 
 
 def _handed_kind(
@@ -247,8 +284,16 @@ def _handed_kind(
     target, outside = _callee(index, s, d, callee)
     if target is None:
         return HANDED_WRITE if outside else None
-    name = index.param_name(target, key)
-    return index.param_writes.get(target, {}).get(name) if name is not None else None
+    name = "*" if key == "*" else index.param_name(target, key)
+    return _written(index.param_writes.get(target, {}), name)
+
+
+def _written(writes: dict[str, str], name: str | None) -> str | None:
+    """How parameter ``name`` is written; ``*`` (``f(*args)``, ``f(**kwargs)``: what is
+    handed may land on any parameter): the strongest write of any."""
+    if name == "*":
+        return max(writes.values(), key=_STRENGTH.__getitem__, default=None)
+    return writes.get(name) if name is not None else None
 
 
 def _callee(

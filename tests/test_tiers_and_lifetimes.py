@@ -297,6 +297,81 @@ def test_memos_on_objects_made_per_call_are_not_persistent():
     assert codes(kept) == [(11, "IM001")]
 
 
+def test_callers_write_what_a_nested_getter_returns():
+    code = """
+    import torch
+    import my_ext
+
+    def build(x, workspace):
+        def buffer(name, shape):
+            value = workspace.get(name)
+            if value is None or value.shape != shape:
+                value = torch.empty(shape)
+                workspace[name] = value
+            return value
+
+        parents = buffer("parents", (4, 4))
+        {use}
+        return parents
+    """
+    assert codes(code.format(use="parents.fill_(-1)")) == [(9, "IM001")]
+    assert codes(code.format(use="my_ext.run(x, parents)")) == [(9, "IM002")]
+    assert codes(code.format(use="y = parents.sum()")) == [(9, "IM002")]  # blank: filled unseen
+
+
+def test_what_a_splatted_literal_holds_is_handed_on():
+    """``f(*args)``, ``f(**extra)``: the items of the literal a local is bound to may land
+    on any parameter of the callee."""
+    for use in (
+        "args = [x, buf]\n    my_ext.run(*args)",
+        "kw = {'out': buf}\n    my_ext.run(**kw)",
+    ):
+        assert codes(LAZY.format(use=use)) == [(8, "IM002")], use
+    # a literal of other values hands nothing of the buffer on
+    assert codes(LAZY.format(use="args = [x]\n    my_ext.run(*args)")) == [(8, "IM002")]
+    zeroed = LAZY.replace("torch.empty(n)", "torch.zeros(n)")
+    assert codes(zeroed.format(use="args = [x]\n    my_ext.run(*args)")) == [(8, "IM005")]
+    assert codes(zeroed.format(use="args = [x, buf]\n    my_ext.run(*args)")) == [(8, "IM002")]
+
+
+def test_a_getters_result_kept_in_a_local_container_and_splatted_is_handed_on(tmp_path):
+    getter = """
+    import torch
+
+    _buf = None
+
+
+    def get_counter(n, device):
+        global _buf
+        if _buf is None or _buf.numel() < n:
+            _buf = torch.zeros(n, device=device)
+        return _buf
+    """
+    for body in (
+        "extra = {}\n            extra['counter'] = get_counter(8, q.device)\n"
+        "            return decode(q, **extra)",
+        "args = [q, get_counter(8, q.device)]\n            return decode(*args)",
+        "args = [q]\n            return decode(*args, get_counter(8, q.device))",
+    ):
+        user = f"""
+    from ext import decode
+    from pkg.bufs import get_counter
+
+
+    class Impl:
+        def forward(self, q):
+            {body}
+    """
+        _tree(tmp_path, {"pkg/__init__.py": "", "pkg/bufs.py": getter, "pkg/impl.py": user})
+        assert _check(tmp_path) == [("bufs.py", 10, "IM002", "warning")], body
+    # kept in a local list that is never handed on: nothing writes it
+    user = user.replace(
+        "return decode(*args, get_counter(8, q.device))", "args.append(get_counter(8, q.device))"
+    )
+    _tree(tmp_path, {"pkg/impl.py": user})
+    assert _check(tmp_path) == [("bufs.py", 10, "IM005", "warning")]
+
+
 def _tree(root: Path, files: dict[str, str]) -> None:
     for name, text in files.items():
         path = root / name
@@ -659,6 +734,55 @@ def test_callables_made_at_run_time_may_write_what_they_are_handed(tmp_path):
     assert found == [(12, "IM002"), (17, "IM002"), (23, "IM002"), (29, "IM005")]
 
 
+def test_methods_of_what_a_loader_returns_may_write_what_they_are_handed(tmp_path):
+    """``jit_module(n).run(x, ws)``: a method of what a module-level callable returns (a
+    loader of compiled code, from the project or imported from outside) may write the
+    tensors handed to it; a method of a tensor a local makes (``x.float().mul(w)``) reads."""
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/jit.py": """
+                import functools
+                from tvm_ffi import load_module
+
+                @functools.cache
+                def jit_module(n):
+                    return load_module(f"k{n}.so")
+                """,
+            "pkg/use.py": """
+                import torch
+                from pkg.jit import jit_module
+                from extlib import compile_op
+
+                _W, _V, _X = {}, {}, {}
+
+                def _workspace(n, device):
+                    ws = _W.get(n)
+                    if ws is None:
+                        ws = torch.zeros(n, device=device)
+                        _W[n] = ws
+                    return ws
+
+                def gemm(x, n):
+                    jit_module(n).run(x, _workspace(n, x.device))
+
+                def gemm2(x, n):
+                    if n not in _V:
+                        _V[n] = torch.zeros(n)
+                    compile_op(n).launch(x, _V[n])
+
+                def scale(x, n):
+                    if n not in _X:
+                        _X[n] = torch.zeros(n)
+                    return x.float().mul(_X[n])
+                """,
+        },
+    )
+    found = [(line, code) for name, line, code, _ in _check(tmp_path) if name == "use.py"]
+    assert found == [(11, "IM002"), (20, "IM002"), (25, "IM005")]
+
+
 def test_a_re_exported_triton_is_triton(tmp_path):
     _tree(
         tmp_path,
@@ -723,6 +847,40 @@ def test_items_of_a_returned_tuple_are_separate_buffers(tmp_path):
     )
     found = sorted((line, code) for name, line, code, _ in _check(tmp_path) if name == "bufs.py")
     assert found == [(8, "IM001"), (9, "IM002"), (10, "IM001")]
+
+
+def test_a_getter_handed_on_as_a_bound_method_is_written_by_its_callee(tmp_path):
+    """``merge(out, self._bufs)``: the callee calls its parameter and writes the first
+    item of what it returns; the second item is not written."""
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/merge.py": """
+                def merge(out, get_bufs):
+                    send, recv = get_bufs(out, 4)
+                    send.copy_(out)
+                    return recv
+                """,
+            "pkg/backend.py": """
+                import torch
+                from pkg.merge import merge
+
+                class Backend:
+                    def _bufs(self, out, n):
+                        if getattr(self, "_key", None) != n:
+                            self._send = out.new_zeros((n, 8))
+                            self._recv = torch.zeros_like(self._send)
+                            self._key = n
+                        return self._send, self._recv
+
+                    def forward(self, out):
+                        return merge(out, self._bufs)
+                """,
+        },
+    )
+    found = sorted((line, code) for name, line, code, _ in _check(tmp_path) if name == "backend.py")
+    assert found == [(8, "IM001"), (9, "IM005")]
 
 
 def test_a_loop_variable_writes_the_items_it_iterates():
