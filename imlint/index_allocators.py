@@ -57,8 +57,8 @@ class AllocatorFinder:
         s = self.modules.get(caller[0])
         d = s.defs.get(caller[1]) if s is not None else None
         head, dot, rest = text.partition(".")
-        if s is None or d is None or not dot or "." in rest or head not in d.types:
-            return None
+        if s is None or d is None or not dot or "." in rest or head not in d.once:
+            return None  # ``vk = cache.get(k); if vk is None: vk = V(n)``: not only made
         maker = d.types[head]
         if maker == "self":
             return (s.module, d.cls) if d.cls and self.alternate_constructor(caller) else None

@@ -112,13 +112,15 @@ class DefSummary:
     #: what the body assigns on ``self``: ``meta`` (``self.meta = ...``), ``reqs[]`` (an
     #: item: ``self.reqs[k] = ...``), ``?``-marked when conditional (a get-or-create)
     sets: list[str] = field(default_factory=list)
+    #: the locals of ``types`` bound once, to that constructor call, and never again
+    once: list[str] = field(default_factory=list)
 
     def to_data(self) -> tuple[object, ...]:
         return (
             self.qual, self.kind, self.cls, self.mode, self.cached, self.params,
             self.bases, self.allocs, self.calls, self.factories, self.types, self.alloc_calls,
             self.pwrites, self.passes, self.results, self.pkept, self.kernel, self.rwrites,
-            self.hands, self.sets,
+            self.hands, self.sets, self.once,
         )  # fmt: skip
 
     @classmethod
@@ -564,6 +566,13 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         s.rwrites = sorted(scope.rwrites)
         s.passes = sorted(scope.passes)
         s.sets = sorted(scope.sets)
+        s.once = sorted(
+            name
+            for name in s.types
+            if "." not in name
+            and len(scope.assigned.get(name, ())) == 1
+            and name not in scope.unpacked
+        )
         s.hands = sorted(
             {
                 (text, key, holder)

@@ -532,6 +532,14 @@ def test_a_factory_builds_the_object_it_makes_and_returns(tmp_path):
     assert _findings(tmp_path, {"pkg/ws.py": lazy}) == [("ws.py", 32, "IM003")]
     # Not returned, the object is not what the function makes for its caller: the
     # method's own store is the site.
+    # Bound to a cached object too, the local is not only what the call makes: a
+    # method called on it may run on the cached one, long after it was built.
+    cached = lazy.replace(
+        "        ws = Workspace(n)\n",
+        "        ws = self.cache.get(n)\n        if ws is None:\n            ws = Workspace(n)\n",
+        1,
+    )
+    assert ("ws.py", 12, "IM001") in _findings(tmp_path, {"pkg/ws.py": cached})
     kept = lazy.replace("        return ws\n", "        self.last = ws\n", 1)
     kept = kept.replace("self.ws = self.arena.make_workspace(4)", "self.ws = 1")
     assert ("ws.py", 12, "IM001") in _findings(tmp_path, {"pkg/ws.py": kept})
