@@ -78,8 +78,9 @@ class CallWrites:
                     return  # ``z.sub_(mean)``: the other arguments are inputs
             if torch_op:
                 if is_inplace_name(method) and node.args and node.args[0].keyword is None:
-                    first = node.args[0].value  # ``torch.index_put_(x, ...)``
-                    self._write(first, f"{q}({expr_text(first, f.self_name)}, ...)", at=node)
+                    # ``torch.index_put_(x, ...)``; ``torch._foreach_copy_((a, b), ...)``
+                    for first in unpacked(node.args[0].value):
+                        self._write(first, f"{q}({expr_text(first, f.self_name)}, ...)", at=node)
                 return
         if not torch_op:
             self._raw_pointers(node, f)

@@ -107,7 +107,10 @@ ITEM_GETTERS = frozenset({"get", "setdefault", "pop", "__getitem__"})
 
 
 def is_inplace_name(name: str) -> bool:
-    """``zero_``, ``copy_``, ``index_put_``: torch's in-place ops end in one underscore."""
+    """``zero_``, ``copy_``, ``index_put_``: torch's in-place ops end in one underscore
+    (``torch._foreach_copy_`` too: the in-place form of a list op)."""
+    if name.startswith("_foreach_"):
+        return name.endswith("_") and not name.endswith("__")
     return name.endswith("_") and not name.startswith("_") and len(name) > 1
 
 

@@ -931,8 +931,8 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
     def _made_opaque(self, s: FileSummary, d: DefSummary | None, text: str) -> bool:
         """``load_module(cfg).run``: a method of what a module-level callable returns,
         when that callable is imported from outside the project (not torch or the
-        standard library) or is project code that neither builds a project class nor
-        allocates (a loader of compiled code)."""
+        standard library), or is a project function that returns what such a callable
+        returned (a loader of compiled code: ``return load_module(path)``, ``_loader``)."""
         maker, _, method = text.rpartition("().")
         head = maker.split(".", 1)[0]
         if "." in method or "()" in maker or (head not in s.imports and head not in s.defs):
@@ -942,7 +942,24 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
         made = self._resolve_in(s, d, maker)
         if made is None:
             return head in s.imports and self._is_external(s, maker)
-        return self._kind(made) != "class" and made not in self._alloc
+        return self._loader(made)
+
+    def _loader(self, target: Target, depth: int = 0) -> bool:
+        """A project function that returns what code from outside the project returned
+        (``return load_module(path)``), or what another such function returned."""
+        ms = self.modules.get(target[0])
+        md = ms.defs.get(target[1]) if ms is not None else None
+        if ms is None or md is None or md.kind != "function" or target in self._alloc:
+            return False
+        for text, how in md.results:
+            if how != "returned":
+                continue
+            if text.split(".", 1)[0] in ms.imports and self._is_external(ms, text):
+                return True
+            inner = self._resolve_in(ms, md, text) if depth < 3 else None
+            if inner is not None and self._loader(inner, depth + 1):
+                return True
+        return False
 
     def qualify_in(self, s: FileSummary, text: str) -> str:
         head, _, rest = text.partition(".")

@@ -57,7 +57,9 @@ class WriteFacts:
             return
         if torch_op:
             if node.args and is_inplace_name(q.rsplit(".", 1)[-1]):
-                self._wrote(node.args[0], "torch", scope)
+                first = node.args[0]  # ``torch._foreach_zero_((a, b))``: each item
+                for item in first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]:
+                    self._wrote(item, "torch", scope)
             return
         callee = ("[]" if launch else "") + text
         for i, arg in enumerate(node.args):

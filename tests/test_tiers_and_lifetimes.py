@@ -297,6 +297,14 @@ def test_memos_on_objects_made_per_call_are_not_persistent():
     assert codes(kept) == [(11, "IM001")]
 
 
+def test_foreach_in_place_ops_write_every_tensor_of_their_list():
+    assert codes(LAZY.format(use="torch._foreach_zero_((x, buf))")) == [(8, "IM001")]
+    assert codes(LAZY.format(use="torch._foreach_copy_([buf], [x])")) == [(8, "IM001")]
+    # the out-of-place form returns new tensors: the buffer is only read
+    zeroed = LAZY.replace("torch.empty(n)", "torch.zeros(n)")
+    assert codes(zeroed.format(use="y = torch._foreach_add((buf,), 1)")) == [(8, "IM005")]
+
+
 def test_callers_write_what_a_nested_getter_returns():
     code = """
     import torch
