@@ -57,7 +57,7 @@ from imlint.vocabulary import (
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 16
+SUMMARY_VERSION = 17
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
