@@ -131,7 +131,8 @@ class _Construction:
                     rest = rest + name_rest if rest else name_rest
                 if not rest and not constructors:
                     continue  # nothing (but tests) calls it
-                waiting[target] = (rest, None if d.params else built | name_built)
+                takes = d.params or d.keywords  # a parameterless one returns the same
+                waiting[target] = (rest, None if takes else built | name_built)
                 if constructors:
                     constructed.add(target)
         return waiting, constructed

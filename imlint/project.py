@@ -57,7 +57,7 @@ from imlint.vocabulary import (
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 17
+SUMMARY_VERSION = 18
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -114,13 +114,15 @@ class DefSummary:
     sets: list[str] = field(default_factory=list)
     #: the locals of ``types`` bound once, to that constructor call, and never again
     once: list[str] = field(default_factory=list)
+    #: keyword-only and variadic parameters (``*``, ``*args``, ``**kwargs``)
+    keywords: tuple[str, ...] = ()
 
     def to_data(self) -> tuple[object, ...]:
         return (
             self.qual, self.kind, self.cls, self.mode, self.cached, self.params,
             self.bases, self.allocs, self.calls, self.factories, self.types, self.alloc_calls,
             self.pwrites, self.passes, self.results, self.pkept, self.kernel, self.rwrites,
-            self.hands, self.sets, self.once,
+            self.hands, self.sets, self.once, self.keywords,
         )  # fmt: skip
 
     @classmethod
@@ -426,10 +428,10 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         params = positional[1:] if self_name is not None else positional
         summary = DefSummary(qual, "function", cls or "", mode, cached, tuple(params))
         self.defs[qual] = summary
-        all_params = set(positional) | {a.arg for a in args.kwonlyargs}
-        for star in (args.vararg, args.kwarg):
-            if star is not None:
-                all_params.add(star.arg)
+        keywords = [a.arg for a in args.kwonlyargs]
+        keywords += [star.arg for star in (args.vararg, args.kwarg) if star is not None]
+        summary.keywords = tuple(keywords)
+        all_params = set(positional) | set(keywords)
         if cls is None and parent.summary.kind == "function":
             self_name = parent.self_name  # a closure inside a method sees ``self``
         scope = _Scope(summary, self_name, all_params, class_bound=classmethod_)

@@ -543,3 +543,35 @@ def test_a_factory_builds_the_object_it_makes_and_returns(tmp_path):
     kept = lazy.replace("        return ws\n", "        self.last = ws\n", 1)
     kept = kept.replace("self.ws = self.arena.make_workspace(4)", "self.ws = 1")
     assert ("ws.py", 12, "IM001") in _findings(tmp_path, {"pkg/ws.py": kept})
+
+
+GROWER = """
+import torch
+
+
+class Pool:
+    def __init__(self):
+        self.buf = None
+        self._allocate(n=4)
+
+    def _allocate(self, *, n):
+        if self.buf is None or self.buf.numel() < n:
+            self.buf = torch.empty(n)
+
+    def grow(self, n):
+        self._allocate(n=n)
+        self.buf[:n].zero_()
+
+
+POOL = Pool()
+"""
+
+
+def test_a_method_with_keyword_only_parameters_is_not_set_up_once(tmp_path):
+    # The constructor fills the pool, but ``grow`` calls the allocating method again with
+    # another size: it reallocates at run time (only a method without any parameter
+    # returns the same to every caller).
+    assert _findings(tmp_path, {"pkg/pool.py": GROWER}) == [("pool.py", 12, "IM001")]
+    fixed = GROWER.replace("*, n", "").replace("n=4", "").replace("n=n", "")
+    fixed = fixed.replace("< n:", "< 4:").replace("empty(n)", "empty(4)")
+    assert _findings(tmp_path, {"pkg/pool.py": fixed}) == []
