@@ -23,6 +23,7 @@ from imlint.semantic import (
     HANDED_WRITE,
     KERNEL_WRITE,
     TORCH_WRITE,
+    WRITE_STRENGTH,
     Frames,
     FunctionModel,
     InplaceWrite,
@@ -178,8 +179,7 @@ def _literal_items(values: list[cst.BaseExpression]) -> list[cst.BaseExpression]
 
 
 def _strongest(written: dict[str, str]) -> str | None:
-    order = (TORCH_WRITE, KERNEL_WRITE, HANDED_WRITE)
-    return next((kind for kind in order if kind in written.values()), None)
+    return max(written.values(), key=WRITE_STRENGTH.__getitem__, default=None)
 
 
 def _tensor_method(func: cst.BaseExpression) -> bool:

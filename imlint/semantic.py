@@ -21,6 +21,9 @@ from imlint.vocabulary import TENSOR_DERIVING_METHODS, content_of
 TORCH_WRITE = "torch"
 KERNEL_WRITE = "kernel"
 HANDED_WRITE = "handed"
+#: How strong each write kind is: a torch write wins over a kernel write, which wins over
+#: a tensor handed to code imlint cannot read.
+WRITE_STRENGTH = {HANDED_WRITE: 1, KERNEL_WRITE: 2, TORCH_WRITE: 3}
 
 #: Tiers of a kept tensor, by the strongest writer that can reach it (the seed's table):
 #: a torch in-place write crashes (IM001), a kernel write stays latent (IM002), a tensor

@@ -9,8 +9,7 @@ import libcst as cst
 from imlint.names import string_value
 from imlint.semantic import (
     HANDED_WRITE,
-    KERNEL_WRITE,
-    TORCH_WRITE,
+    WRITE_STRENGTH,
     AllocationSite,
     FunctionModel,
     InplaceWrite,
@@ -185,9 +184,6 @@ def _stored_key(store: Store) -> str | None:
 
 # ------------------------------------------------------------------ across the project
 
-#: Write kinds, weakest first: a torch write is the crash path and wins.
-_STRENGTH = {HANDED_WRITE: 1, KERNEL_WRITE: 2, TORCH_WRITE: 3}
-
 
 def param_writes(index: ProjectIndex) -> dict[Target, dict[str, str]]:
     """Per project callable: parameter name -> how the callable writes the tensor handed
@@ -224,7 +220,7 @@ def param_writes(index: ProjectIndex) -> dict[Target, dict[str, str]]:
 
 def _join(writes: dict[str, str], param: str, kind: str) -> bool:
     """Record the stronger of two write kinds; whether anything changed."""
-    if _STRENGTH[kind] > _STRENGTH.get(writes.get(param, ""), 0):
+    if WRITE_STRENGTH[kind] > WRITE_STRENGTH.get(writes.get(param, ""), 0):
         writes[param] = kind
         return True
     return False
@@ -241,7 +237,7 @@ def result_writes(index: ProjectIndex) -> dict[Target, dict[str, tuple[str, str]
             return
         by_key = out.setdefault(target, {})
         known = by_key.get(key)
-        if known is None or _STRENGTH[kind] > _STRENGTH[known[0]]:
+        if known is None or WRITE_STRENGTH[kind] > WRITE_STRENGTH[known[0]]:
             by_key[key] = (kind, where)
 
     for s in index.summaries:
@@ -292,7 +288,7 @@ def _written(writes: dict[str, str], name: str | None) -> str | None:
     """How parameter ``name`` is written; ``*`` (``f(*args)``, ``f(**kwargs)``: what is
     handed may land on any parameter): the strongest write of any."""
     if name == "*":
-        return max(writes.values(), key=_STRENGTH.__getitem__, default=None)
+        return max(writes.values(), key=WRITE_STRENGTH.__getitem__, default=None)
     return writes.get(name) if name is not None else None
 
 
