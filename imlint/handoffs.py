@@ -23,10 +23,10 @@ from imlint.semantic import (
     HANDED_WRITE,
     KERNEL_WRITE,
     TORCH_WRITE,
-    WRITE_STRENGTH,
     Frames,
     FunctionModel,
     InplaceWrite,
+    strongest_write,
 )
 
 
@@ -104,7 +104,7 @@ class CallWrites:
             elif arg.star and isinstance(arg.value, cst.Name):
                 # ``f(*args)``, ``f(**extra)``: what the local's literal holds may land on
                 # any parameter
-                how = _strongest(written)
+                how = strongest_write(written.values())
                 if how is None:
                     continue
                 text = f"{expr_text(func, f.self_name)}({arg.star}{arg.value.value})"
@@ -176,10 +176,6 @@ def _literal_items(values: list[cst.BaseExpression]) -> list[cst.BaseExpression]
                 el.value for el in v.elements if isinstance(el, (cst.Element, cst.DictElement))
             )
     return out
-
-
-def _strongest(written: dict[str, str]) -> str | None:
-    return max(written.values(), key=WRITE_STRENGTH.__getitem__, default=None)
 
 
 def _tensor_method(func: cst.BaseExpression) -> bool:

@@ -94,7 +94,7 @@ class AllocatorFinder:
                 constructor = constructor or (bool(d.cls) and ("self", "returned") in d.results)
                 # a factory: ``ws = Workspace(n); ws.allocate(); return ws``
                 constructor = constructor or (
-                    bool(d.types) and any(how == "returned" for _m, how in d.results)
+                    bool(d.once) and any(how == "returned" for _m, how in d.results)
                 )
                 if d.kind == "function" and (d.allocs or constructor) and not d.cached:
                     pending.append((s, d))
@@ -146,6 +146,8 @@ class AllocatorFinder:
         ws.allocate()``)."""
         me = (s.module, d.qual)
         alternate = self.alternate_constructor(me)
+        if not alternate and not d.once:
+            return None  # neither: nothing it calls builds an object it makes
         cls = (s.module, d.cls)
         if alternate and cls in self._alloc:
             return f"{d.qual} makes {d.cls}: {self._alloc[cls][0]}"

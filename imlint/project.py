@@ -631,8 +631,8 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
 
 
 def _made_by(expr: ast.expr) -> ast.expr | None:
-    """The callee of a call to a module-level name (``load_module`` of
-    ``load_module(cfg)``), not a method of a local or of ``self``."""
+    """The callee of a call to a name or an attribute (``load_module`` of
+    ``load_module(cfg)``); ``ProjectIndex.opaque`` judges what it names."""
     if isinstance(expr, ast.Call) and isinstance(expr.func, (ast.Name, ast.Attribute)):
         return expr.func
     return None

@@ -5,7 +5,7 @@ passes complete them (``values.py``, ``sites.py``, ``writes.py``). Rules read th
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -24,6 +24,12 @@ HANDED_WRITE = "handed"
 #: How strong each write kind is: a torch write wins over a kernel write, which wins over
 #: a tensor handed to code imlint cannot read.
 WRITE_STRENGTH = {HANDED_WRITE: 1, KERNEL_WRITE: 2, TORCH_WRITE: 3}
+
+
+def strongest_write(kinds: Iterable[str]) -> str | None:
+    """The strongest of some write kinds (``WRITE_STRENGTH``), None for none."""
+    return max(kinds, key=WRITE_STRENGTH.__getitem__, default=None)
+
 
 #: Tiers of a kept tensor, by the strongest writer that can reach it (the seed's table):
 #: a torch in-place write crashes (IM001), a kernel write stays latent (IM002), a tensor

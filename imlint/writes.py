@@ -14,6 +14,7 @@ from imlint.semantic import (
     FunctionModel,
     InplaceWrite,
     Store,
+    strongest_write,
 )
 from imlint.sites import is_prefix, literal_key
 from imlint.values import FunctionAnalysis, ModuleIndex, untagged
@@ -250,6 +251,8 @@ def result_writes(index: ProjectIndex) -> dict[Target, dict[str, tuple[str, str]
             # A getter handed on as a callable (``merge(out, self._get_bufs)``): what
             # the callee does with the results of calling that parameter.
             for text, arg, owner in d.passes:
+                if not owner.startswith("self."):
+                    continue  # a parameter passed on: not a method this index can name
                 callee = index.resolve(s, d, text)
                 handed = index.resolve(s, d, owner) if callee is not None else None
                 if callee is None or handed is None or index.kind_of(handed) == "class":
@@ -288,7 +291,7 @@ def _written(writes: dict[str, str], name: str | None) -> str | None:
     """How parameter ``name`` is written; ``*`` (``f(*args)``, ``f(**kwargs)``: what is
     handed may land on any parameter): the strongest write of any."""
     if name == "*":
-        return max(writes.values(), key=WRITE_STRENGTH.__getitem__, default=None)
+        return strongest_write(writes.values())
     return writes.get(name) if name is not None else None
 
 
