@@ -32,6 +32,8 @@ from imlint.semantic import (
     FunctionModel,
     InplaceWrite,
     Mode,
+    frames_mode,
+    write_kind,
 )
 from imlint.vocabulary import CACHE_DECORATORS
 from imlint.walk import walk
@@ -361,10 +363,10 @@ class Collector(SiteFinder, CallWrites, Bindings, cst.CSTVisitor):
             return
         node = at if at is not None else handle
         self._locate(node)
+        frames = self._snapshot()
+        kind = write_kind(kind, frames_mode(frames, f))
         f.writes.append(
-            InplaceWrite(
-                handle, text, self._snapshot(), self._next(), node, f, self.positions, kind
-            )
+            InplaceWrite(handle, text, frames, self._next(), node, f, self.positions, kind)
         )
 
     def visit_Return(self, node: cst.Return) -> None:

@@ -149,7 +149,8 @@ class FactsFinder:
                         if "()." in text:
                             opaque.add(text)  # ``load_module(cfg).run``
                         else:
-                            opaque.add(f"{d.qual}|{head}" if head in d.types else head)
+                            local = head in d.types or head in d.params or head in d.keywords
+                            opaque.add(f"{d.qual}|{head}" if local else head)
                     continue
                 key = _fact_key(d, text, s)
                 if key is None:

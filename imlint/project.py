@@ -57,7 +57,7 @@ from imlint.vocabulary import (
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 18
+SUMMARY_VERSION = 19
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -894,7 +894,8 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
         return external_writer(qualified, self.roots) and self._dotted(qualified) is None
 
     def opaque(self, s: FileSummary, d: DefSummary | None, text: str) -> bool:
-        """Whether ``text`` calls a callable made at run time: a name bound to what a call
+        """Whether ``text`` calls a callable made at run time: a parameter (whatever the
+        caller hands in), a name bound to what a call
         returned (``launch = get_kernel(cfg)``, ``op = lazy_import("lib", "op")``), in the
         function, the module, or the module it is imported from, unless that call builds
         an instance of a project class; or a method of such an object that no torch or
@@ -914,6 +915,8 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
                 return False  # a tensor (or a value) from torch or the standard library
             made = self._resolve_in(s, d, maker)
             return made is None or (self._kind(made) != "class" and made not in self._alloc)
+        if d is not None and (text in d.params or text in d.keywords):
+            return True  # a callable the caller hands in (``def run(x, op): op(x, out)``)
         ctor: str | None = None
         home: FileSummary | None = s
         if d is not None and text in d.types:

@@ -21,9 +21,18 @@ from imlint.vocabulary import TENSOR_DERIVING_METHODS, content_of
 TORCH_WRITE = "torch"
 KERNEL_WRITE = "kernel"
 HANDED_WRITE = "handed"
-#: How strong each write kind is: a torch write wins over a kernel write, which wins over
-#: a tensor handed to code imlint cannot read.
-WRITE_STRENGTH = {HANDED_WRITE: 1, KERNEL_WRITE: 2, TORCH_WRITE: 3}
+#: A torch in-place write that runs only inside ``inference_mode()`` (a ``with`` block or
+#: a decorated function): allowed on an inference tensor, so latent like a kernel write.
+INFERENCE_WRITE = "inference"
+#: How strong each write kind is: a torch write wins over a kernel write (or a torch write
+#: inside inference mode), which wins over a tensor handed to code imlint cannot read.
+WRITE_STRENGTH = {HANDED_WRITE: 1, INFERENCE_WRITE: 2, KERNEL_WRITE: 2, TORCH_WRITE: 3}
+
+
+def write_kind(kind: str, mode: Mode | None) -> str:
+    """The kind of a write that runs under ``mode``: a torch write inside inference mode
+    cannot raise (``INFERENCE_WRITE``)."""
+    return INFERENCE_WRITE if kind == TORCH_WRITE and mode is Mode.INFERENCE else kind
 
 
 def strongest_write(kinds: Iterable[str]) -> str | None:
@@ -173,7 +182,8 @@ class AllocationSite:
     def kernel_writes(self) -> list[InplaceWrite]:
         """Kernel writes, with tensors handed to unreadable code when the tier is a
         kernel write (see :attr:`tier`)."""
-        kinds = (KERNEL_WRITE, HANDED_WRITE) if self.tier == KERNEL_TIER else (KERNEL_WRITE,)
+        latent = (KERNEL_WRITE, INFERENCE_WRITE)
+        kinds = (*latent, HANDED_WRITE) if self.tier == KERNEL_TIER else latent
         return [w for w in self.writes if w.kind in kinds]
 
     @property
@@ -205,12 +215,15 @@ class AllocationSite:
         content of its own: blank or zeroed storage is a workspace, an output or a
         counter); blank storage nothing visible writes (code out of sight fills it before
         anything reads it); else read-only, a tensor with content handed to such code
-        being taken as its input."""
+        being taken as its input. A torch write that runs only inside inference mode
+        cannot raise: latent, like a kernel write."""
         kinds = {w.kind for w in self.writes}
         if TORCH_WRITE in kinds:
             return TORCH_TIER
         content = self.content
-        if KERNEL_WRITE in kinds or (HANDED_WRITE in kinds and content != "content"):
+        if KERNEL_WRITE in kinds or INFERENCE_WRITE in kinds:
+            return KERNEL_TIER
+        if HANDED_WRITE in kinds and content != "content":
             return KERNEL_TIER
         if not kinds and content == "blank":
             return KERNEL_TIER
@@ -265,6 +278,22 @@ class FunctionModel:
         return name not in self.globals and (
             name in self.defs or name in self.params or name in self.other_bound
         )
+
+
+def frames_mode(frames: Frames, function: FunctionModel | None) -> Mode:
+    """The grad mode code in ``frames`` of ``function`` runs under, as the source shows:
+    the innermost ``with`` (or ``is_inference()`` branch), else the decorators of the
+    function and the functions around it; a lambda runs later, under its caller's mode."""
+    for frame in reversed(frames):
+        if frame.kind == "lambda":
+            return Mode.UNKNOWN
+        if frame.mode is not None:
+            return frame.mode
+    while function is not None:
+        if function.decorator_mode is not None:
+            return function.decorator_mode
+        function = function.parent
+    return Mode.UNKNOWN
 
 
 @dataclass

@@ -11,7 +11,16 @@ from imlint.kinds import CONTAINER_STORE_KINDS, ITEM_GETTERS, LAZY_FRAMES
 from imlint.names import (
     expr_text,
 )
-from imlint.semantic import AllocationSite, EarlyExit, Frame, Frames, FunctionModel, Mode, Store
+from imlint.semantic import (
+    AllocationSite,
+    EarlyExit,
+    Frame,
+    Frames,
+    FunctionModel,
+    Mode,
+    Store,
+    frames_mode,
+)
 from imlint.values import ITEMS, FunctionAnalysis
 from imlint.walk import walk
 
@@ -221,17 +230,7 @@ def is_prefix(prefix: Frames, frames: Frames) -> bool:
 
 
 def site_mode(site: AllocationSite) -> Mode:
-    for frame in reversed(site.frames):
-        if frame.kind == "lambda":
-            return Mode.UNKNOWN  # runs later, under whatever mode its caller has
-        if frame.mode is not None:
-            return frame.mode
-    f: FunctionModel | None = site.function
-    while f is not None:
-        if f.decorator_mode is not None:
-            return f.decorator_mode
-        f = f.parent
-    return Mode.UNKNOWN
+    return frames_mode(site.frames, site.function)
 
 
 def resolve_laziness(

@@ -53,6 +53,8 @@ class StoreFacts:
 
         def qualify(self, text: str) -> str: ...
 
+        def torch_write(self, scope: _Scope) -> str: ...
+
         def _sets(
             self, target: ast.expr, scope: _Scope, item: bool = False, get_or_create: bool = False
         ) -> None: ...
@@ -155,7 +157,7 @@ class StoreFacts:
             root = self._root(target)
             if isinstance(target, ast.Subscript) and root in scope.params:
                 if not _string_key(target):
-                    scope.pwrites.add((root, "torch"))
+                    scope.pwrites.add((root, self.torch_write(scope)))
             if root is not None:
                 scope.kept.append((value, self._kept_into(root, scope)))
             if (
@@ -198,7 +200,7 @@ class StoreFacts:
         scope = self.scopes[-1]
         root = _handle_root(node.target)
         if root in scope.params:
-            scope.pwrites.add((root, "torch"))
+            scope.pwrites.add((root, self.torch_write(scope)))
         self.generic_visit(node)
 
     def visit_NamedExpr(self, node: ast.NamedExpr) -> None:

@@ -25,6 +25,7 @@ class WriteFacts:
 
     defs: dict[str, DefSummary]
     scopes: list[_Scope]
+    region: str  # ``inference``, ``guarded`` or "": the ``with`` block the walk is in
 
     if TYPE_CHECKING:
 
@@ -72,9 +73,18 @@ class WriteFacts:
             if kw.arg != "out":
                 self._handed_on(kw.value, callee, kw.arg or "*", scope)  # ``f(**kwargs)``
 
+    def torch_write(self, scope: _Scope) -> str:
+        """The kind of a torch in-place write here: ``inference`` inside an
+        ``inference_mode()`` block or a function decorated with it, where it cannot raise
+        (``semantic.INFERENCE_WRITE``)."""
+        region = self.region or scope.summary.mode
+        return "inference" if region == "inference" else "torch"
+
     def _wrote(self, expr: ast.expr, kind: str, scope: _Scope) -> None:
         """A write into what ``expr`` names: a parameter, a tensor on ``self``, or the
         result of a call (``buf = get_buffer(n); buf.zero_()``)."""
+        if kind == "torch":
+            kind = self.torch_write(scope)
         owner = _owner(expr, scope)
         if owner is not None:
             scope.pwrites.add((owner, kind))

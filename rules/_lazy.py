@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from imlint.semantic import AllocationSite, Mode
+from imlint.semantic import INFERENCE_WRITE, AllocationSite, Mode
 
 GUARD_ADVICE = "wrap the allocation in `with torch.inference_mode(False):`"
 
@@ -39,8 +39,14 @@ def is_direct(site: AllocationSite) -> bool:
 
 def kernel_writer(site: AllocationSite) -> str:
     """The kernel write a message cites, or why one is out of sight."""
-    if site.kernel_writes:
-        w = site.kernel_writes[0]
+    writes = site.kernel_writes
+    if writes:
+        w = next((w for w in writes if w.kind != INFERENCE_WRITE), writes[0])
+        if w.kind == INFERENCE_WRITE:
+            return (
+                f"written in place only inside `inference_mode()`, where that cannot raise, "
+                f"at `{w.text}` (line {w.line})"
+            )
         return f"written only by a kernel at `{w.text}` (line {w.line})"
     return (
         f"left uninitialized by `{site.allocator}` with no visible writer: code out of "

@@ -24,8 +24,11 @@ class LazyBufferLatent(Rule):
     (`empty*`, `zeros*`) is its output, workspace or counter (IM002), a tensor made
     with content (`arange`, `tensor`, `ones`, `full`, a computed value, storage filled
     at creation) is its input (IM005). Blank storage that nothing visible writes is
-    filled by code out of sight before anything reads it: IM002 too. One that torch
-    writes in place anywhere imlint can see is IM001's.
+    filled by code out of sight before anything reads it: IM002 too. A torch in-place
+    write that runs only inside `inference_mode()` (a `with torch.inference_mode():`
+    block, a function decorated with it) is allowed on an inference tensor, so it
+    keeps the hazard latent too. One that torch writes in place anywhere else imlint
+    can see is IM001's.
 
     ## Why is this bad?
     If the first call happens under `torch.inference_mode()` (a warm-up, an autotune,
@@ -129,6 +132,19 @@ class LazyBufferLatent(Rule):
                     if self._ws is None:
                         self._ws = torch.empty(1 << 20, dtype=torch.uint8, device=logits.device)
                     return ops.top_k(logits, workspace=self._ws)
+            """,
+            line=7,
+        ),
+        Invalid(
+            """
+            import torch
+
+            class Commit:
+                def hook(self, kv):
+                    with torch.inference_mode():
+                        if self.kvs is None:
+                            self.kvs = torch.empty_like(kv)
+                        self.kvs.copy_(kv)
             """,
             line=7,
         ),

@@ -1083,3 +1083,56 @@ def test_a_nonlocal_is_kept_only_when_the_nested_function_escapes():
         return get
     """
     assert codes(code) == [(20, "IM001")]
+
+
+def test_a_torch_write_inside_inference_mode_cannot_raise():
+    # Allowed on an inference tensor: the hazard stays latent (IM002), however the write
+    # is reached: a ``with`` block, a decorated method, a decorated helper it is handed to.
+    code = """
+    import torch
+
+    class Commit:
+        def hook(self, kv):
+            if self.kvs is None:
+                self.kvs = torch.empty_like(kv)
+            with torch.inference_mode():
+                self.kvs.copy_(kv)
+
+        @torch.inference_mode()
+        def grow(self, n):
+            if self.ws is None:
+                self.ws = torch.empty(n)
+            self.ws.zero_()
+
+        def other(self, n):
+            if self.out is None:
+                self.out = torch.empty(n)
+            _fill(self.out)
+
+    @torch.inference_mode()
+    def _fill(b):
+        b.add_(1)
+    """
+    assert codes(code) == [(7, "IM002"), (14, "IM002"), (19, "IM002")]
+    # The same writes under ``inference_mode(False)`` raise (``grow`` is guarded now).
+    off = code.replace("torch.inference_mode()", "torch.inference_mode(False)")
+    assert codes(off) == [(7, "IM001"), (19, "IM001")]
+    (finding,) = LINTER.check_text("t.py", textwrap.dedent(code).split("@torch")[0])
+    assert "only inside `inference_mode()`" in finding.message
+
+
+def test_a_callable_handed_in_may_write_what_it_is_handed():
+    # ``decode`` is whatever the caller passes (a kernel looked up elsewhere): zeroed
+    # storage handed to it is its workspace (IM002), a tensor with content its input.
+    code = """
+    import torch
+
+    class Backend:
+        def run(self, q, decode):
+            if self.ws is None:
+                self.ws = torch.zeros(1024, dtype=torch.uint8)
+            if self.scale is None:
+                self.scale = torch.arange(8)
+            return decode(q, workspace=self.ws, scale=self.scale)
+    """
+    assert codes(code) == [(7, "IM002"), (9, "IM005")]
