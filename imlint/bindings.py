@@ -170,6 +170,12 @@ class Bindings:
                 target.elements
             ):
                 values = value.elements
+            elif isinstance(value, cst.Call) and not any(
+                isinstance(el, cst.StarredElement) for el in target.elements
+            ):
+                # ``cos, sin = self.freqs(pos)``: each name holds an item of what the call
+                # returns (``freqs(pos)[0]``), so a kept name flows back to the call
+                values = [cst.Element(_item(value, i)) for i in range(len(target.elements))]
             else:
                 values = [None] * len(target.elements)
             for el, v in zip(target.elements, values, strict=False):
@@ -297,3 +303,8 @@ def _string_keyed(target: cst.Subscript) -> bool:
         getattr(target.slice[0].slice, "value", None),
         (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString),
     )
+
+
+def _item(value: cst.BaseExpression, i: int) -> cst.Subscript:
+    """``value[i]``: the item a tuple target's ``i``-th name is bound to."""
+    return cst.Subscript(value, [cst.SubscriptElement(cst.Index(cst.Integer(str(i))))])

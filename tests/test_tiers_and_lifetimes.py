@@ -1136,3 +1136,38 @@ def test_a_callable_handed_in_may_write_what_it_is_handed():
             return decode(q, workspace=self.ws, scale=self.scale)
     """
     assert codes(code) == [(7, "IM002"), (9, "IM005")]
+
+
+def test_names_unpacked_from_a_call_hold_what_it_returns():
+    # ``cos, sin = self.build(pos)``: a kept name flows back to the allocating call
+    code = """
+    import functools
+    import torch
+
+    class Rope:
+        def build(self, pos):
+            freqs = torch.outer(pos, pos)
+            return freqs.cos().float(), freqs.sin().float()
+
+        @functools.lru_cache(maxsize=16)
+        def from_grid(self, n, device):
+            pos = torch.arange(n, device=device)
+            cos, sin = self.build(pos)
+            return cos, sin
+
+    _C = {}
+
+    def solve(d):
+        return torch.linspace(0, 1, d), 3
+
+    def centroids(d):
+        if d not in _C:
+            c, _ = solve(d)
+            _C[d] = c
+        return _C[d]
+
+    def per_call(d):
+        c, _ = solve(d)
+        return c.sum()
+    """
+    assert codes(code) == [(13, "IM005"), (23, "IM005")]
