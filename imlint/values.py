@@ -138,6 +138,7 @@ class FunctionAnalysis:
     def __init__(self, f: FunctionModel, model: ModuleIndex) -> None:
         self.f = f
         self.index = model
+        self._fills: dict[str, list[cst.BaseExpression]] | None = None
 
     # -- locality
 
@@ -184,6 +185,19 @@ class FunctionAnalysis:
 
     # -- value flow: which allocation sites reach an expression
 
+    def _filled(self, name: str) -> list[cst.BaseExpression]:
+        """What the function puts into a local container it made (``ws = []`` then
+        ``ws.append(t)``, ``ws[k] = t``): kept wherever the container is kept
+        (``self._ws = tuple(ws)``)."""
+        if self._fills is None:
+            self._fills = {}
+            for s in self.f.stores:
+                if s.value is not None and isinstance(s.root, cst.Name):
+                    self._fills.setdefault(s.root.value, []).append(s.value)
+        if name not in self._fills or self.root_kind(cst.Name(name)) != "local":
+            return []
+        return self._fills[name]
+
     def flow(self, expr: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> set[int]:
         sites = self.index.site_ids
         out: set[int] = set()
@@ -212,7 +226,7 @@ class FunctionAnalysis:
             elif isinstance(e, cst.Name):
                 if e.value in seen or e.value in self.f.globals:
                     continue
-                for v in self.f.defs.get(e.value, ()):
+                for v in (*self.f.defs.get(e.value, ()), *self._filled(e.value)):
                     out |= self.flow(v, seen | {e.value})
             elif isinstance(e, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
                 stack.extend(el.value for el in e.elements)

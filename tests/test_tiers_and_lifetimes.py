@@ -1171,3 +1171,28 @@ def test_names_unpacked_from_a_call_hold_what_it_returns():
         return c.sum()
     """
     assert codes(code) == [(13, "IM005"), (23, "IM005")]
+
+
+def test_a_local_container_the_function_fills_and_keeps_keeps_its_items():
+    # ``ws = []; ws.append(t)`` then ``self._ws = tuple(ws)``: the list's items are kept
+    code = """
+    import torch
+
+    class Copier:
+        def copy(self, src):
+            if self._ws is None:
+                ws = []
+                for p in self.pools:
+                    ws.append(p.new_empty(p.shape))
+                self._ws = tuple(ws)
+            if self._named is None:
+                named = {}
+                named["k"] = torch.empty(8)
+                self._named = named
+            for w in self._ws:
+                torch.index_select(src, 0, src, out=w)
+            tmp = []
+            tmp.append(torch.empty(4))
+            return sum(t.sum() for t in tmp)
+    """
+    assert codes(code) == [(9, "IM001"), (13, "IM002")]
