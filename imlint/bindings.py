@@ -131,6 +131,14 @@ class Bindings:
         elif isinstance(target, cst.StarredElement):
             self._bind_target(target.value)
 
+    def _item(self, value: cst.BaseExpression, i: int) -> cst.Subscript:
+        """``value[i]``: what a tuple target's ``i``-th name is bound to, marked as an
+        item of the result (``FunctionModel.unpacked``), not an index into a tensor."""
+        item = cst.Subscript(value, [cst.SubscriptElement(cst.Index(cst.Integer(str(i))))])
+        assert self.func is not None
+        self.func.unpacked[id(item)] = i
+        return item
+
     def _assign(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
         f = self.func
         if f is None:
@@ -175,7 +183,7 @@ class Bindings:
             ):
                 # ``cos, sin = self.freqs(pos)``: each name holds an item of what the call
                 # returns (``freqs(pos)[0]``), so a kept name flows back to the call
-                values = [cst.Element(_item(value, i)) for i in range(len(target.elements))]
+                values = [cst.Element(self._item(value, i)) for i in range(len(target.elements))]
             else:
                 values = [None] * len(target.elements)
             for el, v in zip(target.elements, values, strict=False):
@@ -303,8 +311,3 @@ def _string_keyed(target: cst.Subscript) -> bool:
         getattr(target.slice[0].slice, "value", None),
         (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString),
     )
-
-
-def _item(value: cst.BaseExpression, i: int) -> cst.Subscript:
-    """``value[i]``: the item a tuple target's ``i``-th name is bound to."""
-    return cst.Subscript(value, [cst.SubscriptElement(cst.Index(cst.Integer(str(i))))])

@@ -260,6 +260,9 @@ class FunctionModel:
     defs: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
     other_bound: set[str] = field(default_factory=set)  # for/with/except/import targets
     fresh_texts: dict[str, int] = field(default_factory=dict)  # target text -> order of fresh store
+    #: id of the ``value[i]`` a tuple target's name is bound to (``a, b = f(x)``) -> i:
+    #: the item of what the call returns, not an index into a tensor
+    unpacked: dict[int, int] = field(default_factory=dict)
     container_uses: set[str] = field(default_factory=set)  # texts used like dicts/lists
     stores: list[Store] = field(default_factory=list)
     writes: list[InplaceWrite] = field(default_factory=list)

@@ -274,6 +274,10 @@ class FunctionAnalysis:
                 if e.attr.value in VIEW_ATTRIBUTES:
                     stack.append(e.value)
             elif isinstance(e, cst.Subscript):
+                position = f.unpacked.get(id(e))
+                if position is not None:  # ``a, b = get(n)``: ``a`` is item 0 of the result
+                    out |= entry(self.tokens(e.value, seen), f"#{position}")
+                    continue
                 out.add("store:" + expr_text(e, f.self_name))
                 key = _constant_key(e)
                 if key is None:

@@ -1196,3 +1196,27 @@ def test_a_local_container_the_function_fills_and_keeps_keeps_its_items():
             return sum(t.sum() for t in tmp)
     """
     assert codes(code) == [(9, "IM001"), (13, "IM002")]
+
+
+def test_a_name_unpacked_from_a_getter_writes_only_its_own_item():
+    # ``a, s_out, idx = _get_buffers(dev, n); s_out.copy_(init)``: item 1 only
+    code = """
+    import torch
+
+    _buf_cache = {}
+
+    def _get_buffers(dev, n):
+        key = (dev, n)
+        if key not in _buf_cache:
+            a = torch.zeros(n, device=dev)
+            s_out = torch.empty(n, device=dev)
+            idx = torch.arange(n, device=dev)
+            _buf_cache[key] = (a, s_out, idx)
+        return _buf_cache[key]
+
+    def run(x, dev, n, init):
+        a, s_out, idx = _get_buffers(dev, n)
+        s_out.copy_(init)
+        return s_out
+    """
+    assert codes(code) == [(9, "IM005"), (10, "IM001"), (11, "IM005")]
