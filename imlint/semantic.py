@@ -271,7 +271,8 @@ class FunctionModel:
     allocations: list[AllocationSite] = field(default_factory=list)
     returns: list[cst.BaseExpression] = field(default_factory=list)
     calls: set[str] = field(default_factory=set)  # names called: ``f(...)``, ``self.f(...)``
-    _mentions: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: local -> (what its definitions mention, the locals they name): see ``mentions``
+    _mentions: dict[str, tuple[frozenset[str], frozenset[str]]] = field(default_factory=dict)
 
     @property
     def is_constructor(self) -> bool:

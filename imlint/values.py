@@ -219,6 +219,12 @@ class FunctionAnalysis:
                     if not self.f.is_local(func.value):  # ``tuple(t.clone() for t in ts)``
                         stack.extend(a.value for a in e.args)
             elif isinstance(e, cst.Subscript):
+                if id(e) in self.f.unpacked:
+                    # ``a, b = f(x)``: what the call makes, not what its receiver holds
+                    sid = sites.get(id(e.value))
+                    if sid is not None:
+                        out.add(sid)
+                    continue
                 stack.append(e.value)
             elif isinstance(e, cst.Attribute):
                 if e.attr.value in VIEW_ATTRIBUTES:
@@ -276,7 +282,9 @@ class FunctionAnalysis:
             elif isinstance(e, cst.Subscript):
                 position = f.unpacked.get(id(e))
                 if position is not None:  # ``a, b = get(n)``: ``a`` is item 0 of the result
-                    out |= entry(self.tokens(e.value, seen), f"#{position}")
+                    call = e.value
+                    assert isinstance(call, cst.Call)
+                    out |= entry(self._call_tokens(call), f"#{position}")
                     continue
                 out.add("store:" + expr_text(e, f.self_name))
                 key = _constant_key(e)
@@ -363,23 +371,43 @@ class FunctionAnalysis:
 
     # -- mentions: which storages a condition looks at
 
-    def mentions(self, expr: cst.CSTNode, seen: frozenset[str] = frozenset()) -> set[str]:
+    def mentions(self, expr: cst.CSTNode) -> set[str]:
+        """The storages and names a condition looks at, through the definitions of the
+        locals it names (``ok = self._buf is not None``, then ``if ok:``): what ``expr``
+        mentions itself and what every local it reaches through definitions does."""
+        f = self.f
+        out, pending = self._mentions_here(expr)
+        reached: set[str] = set()
+        while pending:
+            name = pending.pop()
+            if name in reached:
+                continue
+            reached.add(name)
+            cached = f._mentions.get(name)
+            if cached is None:
+                acc: set[str] = set()
+                locals_: set[str] = set()
+                for v in f.defs.get(name, ()):
+                    here, names = self._mentions_here(v)
+                    acc |= here
+                    locals_.update(names)
+                cached = f._mentions[name] = (frozenset(acc), frozenset(locals_))
+            out |= cached[0]
+            pending.extend(cached[1] - reached)
+        return out
+
+    def _mentions_here(self, expr: cst.CSTNode) -> tuple[set[str], list[str]]:
+        """What ``expr`` itself mentions, and the locals it names (whose definitions
+        ``mentions`` follows)."""
         f = self.f
         out: set[str] = set()
+        names: list[str] = []
         for n in walk(expr):
             if isinstance(n, cst.Name):
                 name = n.value
                 out.add("self" if name == f.self_name else name)
-                if name not in seen and f.is_local(name):
-                    cached = f._mentions.get(name)
-                    if cached is None:
-                        acc: set[str] = set()
-                        for v in f.defs.get(name, ()):
-                            acc |= self.mentions(v, seen | {name})
-                        cached = frozenset(acc)
-                        if not seen:
-                            f._mentions[name] = cached
-                    out |= cached
+                if f.is_local(name):
+                    names.append(name)
             elif isinstance(n, (cst.Attribute, cst.Subscript)):
                 out.add(expr_text(n, f.self_name))
             elif isinstance(n, cst.Comparison):
@@ -398,7 +426,7 @@ class FunctionAnalysis:
                 if n.func.attr.value in ("get", "__contains__") and n.args:
                     rtext = expr_text(n.func.value, f.self_name)
                     out.add(f"{rtext}[{expr_text(n.args[0].value, f.self_name)}]")
-        return out
+        return out, names
 
 
 @dataclass

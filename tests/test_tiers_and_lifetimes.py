@@ -1220,3 +1220,26 @@ def test_a_name_unpacked_from_a_getter_writes_only_its_own_item():
         return s_out
     """
     assert codes(code) == [(9, "IM005"), (10, "IM001"), (11, "IM005")]
+
+
+def test_conditions_follow_definitions_once_per_name(monkeypatch):
+    # ``a, b = step(a, b)`` forty times: every name's definitions name two others, so
+    # following each path on its own is exponential; each local is read once
+    from imlint.values import FunctionAnalysis
+
+    calls = []
+    here = FunctionAnalysis._mentions_here
+
+    def counted(self, expr):
+        calls.append(expr)
+        return here(self, expr)
+
+    monkeypatch.setattr(FunctionAnalysis, "_mentions_here", counted)
+    body = "".join("    a, b = step(a, b)\n" for _ in range(40))
+    code = (
+        "import torch\n_C = {}\n\ndef f(a, b, n):\n"
+        + body
+        + "    if a is None and n not in _C:\n        _C[n] = torch.empty(n)\n    return _C[n]\n"
+    )
+    assert [(f.line, f.code) for f in LINTER.check_text("t.py", code)] == [(46, "IM002")]
+    assert len(calls) < 400
