@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import json
 import math
 import random
@@ -828,6 +829,26 @@ def sample_mode(args: argparse.Namespace, trees: list[str]) -> int:
     return 0
 
 
+def saved_run(tree: str, args: argparse.Namespace) -> ImlintRun:
+    """The tree's findings: from ``--findings DIR`` when kept there, else a run of
+    imlint (kept there when ``--findings`` is given)."""
+    saved = Path(args.findings) / f"{tree}.json" if args.findings else None
+    if saved is not None and saved.is_file():
+        data = json.loads(saved.read_text(encoding="utf-8"))
+        findings = [Finding(**item) for item in data["findings"]]
+        return ImlintRun(findings, data["errors"], data["seconds"])
+    run = run_imlint(tree, args.jobs, args.extend_select)
+    if saved is not None:
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        data = {
+            "findings": [dataclasses.asdict(f) for f in run.findings],
+            "errors": run.errors,
+            "seconds": run.seconds,
+        }
+        saved.write_text(json.dumps(data) + "\n", encoding="utf-8")
+    return run
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -844,9 +865,15 @@ def main() -> int:
     ap.add_argument(
         "--labels",
         default="labels",
-        metavar="FOLDER",
-        help="label folder under benchmarks/accuracy/ (default labels: the tuning corpus; "
-        "fresh: the fresh seeded sample, scored apart)",
+        metavar="FOLDER[,FOLDER]",
+        help="label folders under benchmarks/accuracy/, each scored apart (default labels: "
+        "the tuning corpus; fresh10 and the other fresh*: seeded samples)",
+    )
+    ap.add_argument(
+        "--findings",
+        metavar="DIR",
+        help="keep each tree's findings in DIR/<tree>.json and score those on later runs "
+        "instead of running imlint again (delete them after changing imlint)",
     )
     ap.add_argument("-j", "--jobs", type=int, help="passed to imlint (default: its own)")
     ap.add_argument(
@@ -874,57 +901,59 @@ def main() -> int:
 
     trees = parse_trees(args.trees, TREES)
     scored = [t for t in trees if t != SEED_TREE]
-    labels = load_labels(scored, args.labels)
     known = load_known(scored)
-    scores: dict[str, TreeScore] = {}
-    checks: list[tuple[str, bool, str]] = []
+    runs: dict[str, ImlintRun] = {}
     for tree in trees:
         root = ensure_tree(tree)
         files = sum(1 for _ in (root / TREES[tree][2]).rglob("*.py"))
-        run = run_imlint(tree, args.jobs, args.extend_select)
+        run = runs[tree] = saved_run(tree, args)
         print(
             f"{tree}: {files} files, {len(run.findings)} findings, "
             f"{len(run.errors)} errors, {run.seconds:.1f} s"
         )
-        if tree == SEED_TREE:
-            checks = seed_checks(run.findings)
-            continue
-        score = score_tree(tree, run.findings, labels, known)
-        score.errors, score.seconds = len(run.errors), run.seconds
-        scores[tree] = score
-
-    total = TreeScore()
-    for s in scores.values():
-        total.add(s)
-    if scores:
-        print_report(scores, total, args.verbose)
-
-    print()
-    print(f"labelled TPs no longer reported ({len(total.lost_tps)}):")
-    for label in total.lost_tps:
-        print(f"  {describe_label(label)}")
-    print(f"labelled FPs reported ({len(total.reported_fps)}):")
-    for label in total.reported_fps:
-        print(f"  {describe_label(label)}")
+    checks = seed_checks(runs[SEED_TREE].findings) if SEED_TREE in runs else []
+    folders = [f for f in args.labels.split(",") if f] or ["labels"]
+    reports: dict[str, dict[str, Any]] = {}
+    regressions = sum(1 for _, ok, _ in checks if not ok)
+    for folder in folders:
+        if len(folders) > 1:
+            print(f"\n===== {folder}")
+        labels = load_labels(scored, folder)
+        scores: dict[str, TreeScore] = {}
+        for tree in scored:
+            score = scores[tree] = score_tree(tree, runs[tree].findings, labels, known)
+            score.errors, score.seconds = len(runs[tree].errors), runs[tree].seconds
+        total = TreeScore()
+        for s in scores.values():
+            total.add(s)
+        if scores:
+            print_report(scores, total, args.verbose)
+        print()
+        print(f"labelled TPs no longer reported ({len(total.lost_tps)}):")
+        for label in total.lost_tps:
+            print(f"  {describe_label(label)}")
+        print(f"labelled FPs reported ({len(total.reported_fps)}):")
+        for label in total.reported_fps:
+            print(f"  {describe_label(label)}")
+        regressions += len(total.lost_tps) + len(total.reported_fps)
+        reports[folder] = {
+            "trees": {name: score_json(s) for name, s in scores.items()},
+            "overall": score_json(total),
+            "lost_tps": [describe_label(label) for label in total.lost_tps],
+            "reported_fps": [describe_label(label) for label in total.reported_fps],
+        }
     if SEED_TREE in trees:
         print(f"seed checks ({SEED_TREE}):")
         for name, ok, detail in checks:
             print(f"  {'PASS' if ok else 'FAIL'}  {name}  [{detail}]")
     else:
         print(f"seed checks: skipped ({SEED_TREE} not in --trees)")
-    failed_checks = sum(1 for _, ok, _ in checks if not ok)
-    regressions = len(total.lost_tps) + len(total.reported_fps) + failed_checks
     print(f"regressions: {regressions}" + (" (--no-fail)" if regressions and args.no_fail else ""))
 
     if args.json:
-        report = {
-            "trees": {name: score_json(s) for name, s in scores.items()},
-            "overall": score_json(total),
-            "lost_tps": [describe_label(label) for label in total.lost_tps],
-            "reported_fps": [describe_label(label) for label in total.reported_fps],
-            "seed_checks": [{"check": n, "passed": ok, "detail": d} for n, ok, d in checks],
-            "regressions": regressions,
-        }
+        report = dict(reports[folders[0]]) if len(folders) == 1 else {"folders": reports}
+        report["seed_checks"] = [{"check": n, "passed": ok, "detail": d} for n, ok, d in checks]
+        report["regressions"] = regressions
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 1 if regressions and not args.no_fail else 0
 
