@@ -67,6 +67,8 @@ TREES: dict[str, tuple[str, str, str]] = {
     # the next vllm release, out after the corpus was labelled: its new code is sampled
     # fresh (fresh10); findings whose code was labelled on 0.33.0 are left out
     "vllm-0.34.0": ("vllm", "0.34.0", "vllm"),
+    # a serving engine forked from vllm, never tuned on: sampled fresh (fresh11)
+    "aphrodite-engine-0.24.1": ("aphrodite-engine", "0.24.1", "aphrodite"),
     SEED_TREE: ("sglang", "0.5.18", "sglang"),
 }
 SCORED = ("sglang-0.5.23", "vllm-0.33.0", "lmdeploy-0.18.0")
@@ -76,6 +78,7 @@ ALIASES = {
     "vllm": "vllm-0.33.0",
     "lmdeploy": "lmdeploy-0.18.0",
     "flashinfer": "flashinfer-python-0.7.4",
+    "aphrodite": "aphrodite-engine-0.24.1",
 }
 VERDICTS = {"tp": "TP", "fp": "FP", "unsure": "unsure"}
 IM003_BY_CATEGORY = {"torch-write": "error", "kernel-write": "warning"}

@@ -40,6 +40,9 @@ class FileFacts:
     external: frozenset[str] = frozenset()
     #: functions of this file reached only from constructors: construction, not first use
     construction: frozenset[str] = frozenset()
+    #: functions of this file that set-up calls before the code that runs later (see
+    #: ``lifetimes.warmed_by_construction``): their cache is filled at set-up
+    warmed: frozenset[str] = frozenset()
     #: classes of this file whose instances live for one call (see ``lifetimes.py``)
     per_call_classes: frozenset[str] = frozenset()
     #: call text -> (write kind, which method writes which tensor) for a constructor
@@ -102,6 +105,7 @@ class FactsFinder:
     files: dict[str, FileSummary]
     modules: dict[str, FileSummary]
     construction: set[Target]
+    warmed: set[Target]
     lifetimes: Lifetimes
     holders: Holders
     per_call_params: set[tuple[Target, str]]
@@ -215,6 +219,7 @@ class FactsFinder:
         module = s.module
         return {
             "construction": frozenset(self._by_module(self.construction).get(module, ())),
+            "warmed": frozenset(self._by_module(self.warmed).get(module, ())),
             "per_call_classes": frozenset(self._by_module(self.lifetimes.per_call).get(module, ())),
             "per_call_params": frozenset(
                 f"{target[1]}|{param}"

@@ -41,10 +41,20 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, TypeAlias
 
-from imlint.kinds import CONSTRUCTORS
+from imlint.kinds import CONSTRUCTORS, THREAD_REGION
 
 if TYPE_CHECKING:
     from imlint.project import DefSummary, FileSummary, ProjectIndex, Target
+
+
+#: Stands for the thread a call starts (``Thread(target=self._loop).start()``): what
+#: runs there runs beside the program for as long as the thread lives, not at set-up.
+STARTED: Target = ("<thread>", "<thread>")
+
+
+def callers_as_set_up_sees(index: ProjectIndex, target: Target) -> list[Target]:
+    """``target``'s callers, a thread a caller starts with it as ``STARTED``."""
+    return [c if r != THREAD_REGION else STARTED for c, r in index.callers_of(target)]
 
 
 def _is_constructor(qual: str) -> bool:
@@ -111,7 +121,7 @@ class _Construction:
         """Every function something calls, with its callers split, and those that some
         constructor of a long-lived object calls."""
         index = self.index
-        by_name: dict[str, tuple[list[Target], set[Target], int]] = {}
+        by_name: dict[tuple[str, bool], tuple[list[Target], set[Target], int]] = {}
         waiting: _Waiting = {}
         constructed: set[Target] = set()
         for s in index.summaries:
@@ -120,12 +130,13 @@ class _Construction:
                     continue
                 target = (s.module, d.qual)
                 name = d.qual.rsplit(".", 1)[-1]
-                if name not in by_name:  # calls by name are shared by every function so named
-                    sites = index.unresolved_sites.get(name, ())
-                    by_name[name] = self.split([c for c, _text in sites])
-                callers = [c for c, _r in index.callers_of(target)]
+                key = (name, bool(d.cls))
+                if key not in by_name:  # calls by name are shared by every function so named
+                    sites = index.unresolved_callers(target)
+                    by_name[key] = self.split([c for c, _text in sites])
+                callers = callers_as_set_up_sees(index, target)
                 rest, built, constructors = self.split(callers, target)
-                name_rest, name_built, name_constructors = by_name[name]
+                name_rest, name_built, name_constructors = by_name[key]
                 constructors += name_constructors
                 if name_rest:
                     rest = rest + name_rest if rest else name_rest
@@ -242,9 +253,8 @@ class Lifetimes:
     def entry_point(self, target: Target) -> bool:
         """Nothing outside test code calls it (by any name the index sees): it may be
         called from outside, once for the whole process."""
-        name = target[1].rsplit(".", 1)[-1]
         return not self._production_callers(target) and not any(
-            not is_test_module(c[0]) for c, _text in self.index.unresolved_sites.get(name, ())
+            not is_test_module(c[0]) for c, _text in self.index.unresolved_callers(target)
         )
 
     def _is_per_call_class(self, cls: Target) -> bool:
@@ -345,15 +355,12 @@ class Lifetimes:
             return known
         self._returned[target] = False  # recursion guard
         index = self.index
-        name = target[1].rsplit(".", 1)[-1]
         result = self.entry_point(target)
         sites: list[tuple[Target, str | None]] = [
             (c, None) for c in self._production_callers(target)
         ]
         sites += [
-            (c, text)
-            for c, text in index.unresolved_sites.get(name, ())
-            if not is_test_module(c[0])
+            (c, text) for c, text in index.unresolved_callers(target) if not is_test_module(c[0])
         ]
         for caller, text in sites:
             if result:

@@ -75,6 +75,7 @@ def build_model(
         per_call_params=facts.per_call_params,
         unheld_params=facts.unheld_params,
         replaced_attrs=facts.replaced_attrs,
+        warmed=facts.warmed,
         derived=frozenset(i for i, site in enumerate(allocations) if site.derived),
         nested={
             (id(f.parent), f.name): f
@@ -97,7 +98,7 @@ def build_model(
             built = (
                 f.is_constructor and f.cls is not None and f.cls.name not in index.per_call_classes
             )
-            if f.qualname not in facts.construction and not built:
+            if not index.filled_at_setup(f.qualname) and not built:
                 site.lazy = "get-or-create helper"  # not while a long-lived object is built
 
     fills: dict[int, set[str]] = {}  # id(function) -> the persistent storage it fills

@@ -40,7 +40,7 @@ from imlint.names import imported_from
 from imlint.options import AnalysisOptions
 from imlint.source import quiet_parse
 from imlint.summary_stores import StoreFacts
-from imlint.summary_values import ValueOrigins
+from imlint.summary_values import ValueOrigins, fixed_calls
 from imlint.summary_writes import BUILTINS as _BUILTINS
 from imlint.summary_writes import WriteFacts
 from imlint.summary_writes import dotted as _dotted
@@ -54,10 +54,11 @@ from imlint.vocabulary import (
     TORCH_FACTORIES,
     name_matches,
 )
+from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 19
+SUMMARY_VERSION = 20
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -116,13 +117,16 @@ class DefSummary:
     once: list[str] = field(default_factory=list)
     #: keyword-only and variadic parameters (``*``, ``*args``, ``**kwargs``)
     keywords: tuple[str, ...] = ()
+    #: texts of calls whose arguments read none of the function's inputs, anywhere in
+    #: the body (``summary_values.fixed_calls``)
+    fixed: list[str] = field(default_factory=list)
 
     def to_data(self) -> tuple[object, ...]:
         return (
             self.qual, self.kind, self.cls, self.mode, self.cached, self.params,
             self.bases, self.allocs, self.calls, self.factories, self.types, self.alloc_calls,
             self.pwrites, self.passes, self.results, self.pkept, self.kernel, self.rwrites,
-            self.hands, self.sets, self.once, self.keywords,
+            self.hands, self.sets, self.once, self.keywords, self.fixed,
         )  # fmt: skip
 
     @classmethod
@@ -214,6 +218,7 @@ class _Scope:
     arguments: list[tuple[str, str, ast.expr]] = field(default_factory=list)  # (call, key, arg)
     sets: set[str] = field(default_factory=set)  # ``self.<attr> = ...``
     unpacked: dict[str, list[ast.expr]] = field(default_factory=dict)  # a, b = call()
+    rebound: set[str] = field(default_factory=set)  # names bound by a loop or unpacking
     rwrites: set[tuple[str, str, str]] = field(default_factory=set)  # (call, kind, key)
     kernel: bool = False  # a Triton kernel (``@triton.jit``): ``tl.store`` writes
     #: (global, value) assigned here: kept for the process unless the function puts
@@ -286,6 +291,8 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         )
         self.may_allocate = False
         self.name_calls: set[str] = set()
+        #: names the module binds at its top level (``_module_names``)
+        self.module_names: set[str] = set()
         self.allocating_names: set[str] = set()
 
     # ---- names
@@ -568,6 +575,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         s.rwrites = sorted(scope.rwrites)
         s.passes = sorted(scope.passes)
         s.sets = sorted(scope.sets)
+        s.fixed = fixed_calls(scope, self.module_names)
         s.once = sorted(
             name
             for name in s.types
@@ -664,6 +672,31 @@ def _zero_elements(node: ast.Call) -> bool:
     return any(isinstance(d, ast.Constant) and d.value == 0 and d.value is not False for d in dims)
 
 
+def _module_names(body: list[ast.stmt]) -> set[str]:
+    """Names the module binds at its top level (under ``if``/``try`` too), wherever
+    they stand: what a function reads of them is module state, not its input."""
+    names: set[str] = set()
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.If, ast.Try)):
+            stack.extend(node.body)
+            stack.extend(node.orelse)
+            if isinstance(node, ast.Try):
+                stack.extend(node.finalbody)
+                for handler in node.handlers:
+                    stack.extend(handler.body)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+    return names
+
+
 def _module_level_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
     for stmt in body:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
@@ -689,6 +722,7 @@ def summarize(
         except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             return FileSummary(path, module, is_package, {}, {}, error=type(exc).__name__)
     s = _Summarizer(module, is_package, options)
+    s.module_names = _module_names(tree.body)
     # Module-level imports bind names for every function, wherever they stand; imports
     # inside functions are bound as the walk meets them.
     for node in _module_level_imports(tree.body):
@@ -747,6 +781,7 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
         self.callers: dict[Target, list[tuple[Target, str]]] = {}
         #: name -> (caller, call text) of the calls by that name the index cannot resolve
         self.unresolved_sites: dict[str, list[tuple[Target, str]]] = {}
+        self._name_callers: dict[tuple[str, bool], list[tuple[Target, str]]] = {}
         #: (caller, callee) -> the class whose object the call builds (``builds``)
         self.building: dict[tuple[Target, Target], Target] = {}
         self.unresolved_total = 0
@@ -815,6 +850,23 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
 
     def kind_of(self, target: Target) -> str:
         return self._kind(target)
+
+    def unresolved_callers(self, target: Target) -> list[tuple[Target, str]]:
+        """The calls by ``target``'s last name that the index cannot resolve, as
+        (caller, call text). A call on ``self`` or ``cls`` reaches a method, never a
+        module-level function of that name."""
+        name = target[1].rsplit(".", 1)[-1]
+        sites = self.unresolved_sites.get(name, [])
+        s = self.modules.get(target[0])
+        d = s.defs.get(target[1]) if s is not None else None
+        if d is None or d.cls or not sites:
+            return sites
+        key = (name, False)
+        known = self._name_callers.get(key)
+        if known is None:
+            own = ("self.", "cls.")
+            known = self._name_callers[key] = [(c, t) for c, t in sites if not t.startswith(own)]
+        return known
 
     def unresolved_count(self, qual: str) -> int:
         """How many calls the index cannot resolve are by the last name of ``qual``."""
@@ -1095,6 +1147,7 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
         self.construction = construction_only(self, per_call)
         self.lifetimes = Lifetimes(self, self.construction)
         self.per_call_params = self.lifetimes.params
+        self.warmed = warmed_by_construction(self, self.construction, self.lifetimes.per_call)
         self.holders = Holders(self)
 
     # ---- per-file facts

@@ -245,8 +245,8 @@ def resolve_laziness(
     """
     store = site.store
     assert store is not None
-    if fa.f.qualname in fa.index.construction:
-        return  # reached only from constructors: built eagerly (lifetimes.py)
+    if fa.index.filled_at_setup(fa.f.qualname):
+        return  # constructors call it first: built eagerly (lifetimes.py)
     cls = fa.f.cls
     if fa.f.is_constructor and cls is not None and cls.name not in fa.index.per_call_classes:
         return  # a global filled while a long-lived object is built: built eagerly

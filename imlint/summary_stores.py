@@ -129,6 +129,8 @@ class StoreFacts:
                 scope.assigned.setdefault(target.id, []).append(value)
                 if self._names_factory(value):
                     self.may_allocate = True  # ``factory = torch.empty``, then ``factory(n)``
+            else:
+                scope.rebound.add(target.id)  # a loop's or an unpacking's name
             if target.id in scope.globals and value is not None:
                 scope.global_values.append((target.id, value))  # ``global _m; _m = M()``
                 if self.cond:

@@ -218,3 +218,69 @@ class ValueOrigins:
                         or n in top
                     }
                 )
+
+
+class _Inputs:
+    """Whether expressions of one function read its inputs: a parameter (``self`` and
+    ``cls`` left out: the object's own state), or a local bound from one, or a name
+    bound any other way (a loop, ``with ... as``, an enclosing function's local). Module
+    names (imports, definitions, module-level assignments, builtins, ``global``s) and
+    locals assigned only from such expressions are not inputs."""
+
+    def __init__(self, scope: _Scope, module_names: set[str]) -> None:
+        self.scope = scope
+        self.module_names = module_names
+        self._known: dict[str, bool] = {}
+
+    def name(self, name: str) -> bool:
+        scope = self.scope
+        if name == scope.self_name:
+            return False
+        known = self._known.get(name)
+        if known is not None:
+            return known
+        if name in scope.params or name in scope.rebound or name in scope.unpacked:
+            result = True
+        elif name in scope.assigned:
+            self._known[name] = True  # a name bound from itself (``n = n + 1``)
+            result = any(self.reads(v) for v in scope.assigned[name])
+        else:
+            result = name not in self.module_names and name not in scope.globals
+        self._known[name] = result
+        return result
+
+    def reads(self, expr: ast.expr) -> bool:
+        stack: list[ast.AST] = [expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, ast.Name):
+                if self.name(e.id):
+                    return True
+            elif isinstance(e, ast.Call):
+                func = e.func
+                if not isinstance(func, ast.Name):  # a method's receiver is read
+                    stack.append(func)
+                stack.extend(e.args)
+                stack.extend(kw.value for kw in e.keywords)
+            elif isinstance(e, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp)):
+                return True  # bound names of their own: not followed
+            elif isinstance(e, ast.GeneratorExp):
+                return True
+            else:
+                stack.extend(ast.iter_child_nodes(e))
+        return False
+
+
+def fixed_calls(scope: _Scope, module_names: set[str]) -> list[str]:
+    """Texts of the calls that, everywhere in the function, read none of its inputs in
+    their arguments (``absorb_rows(self.device, max(self.pitches), self.heads)``, a
+    call without arguments): they ask the same of the callee on every call of the
+    function (see ``imlint/warming.py``)."""
+    inputs = _Inputs(scope, module_names)
+    asking = {text for text, _key, arg in scope.arguments if inputs.reads(arg)}
+    fixed = set()
+    for text, _region in scope.calls:
+        head, dot, _rest = text.partition(".")
+        if text not in asking and not (dot and head.isidentifier() and inputs.name(head)):
+            fixed.add(text)  # nor on an object that is an input (``x.size()``)
+    return sorted(fixed)

@@ -450,12 +450,19 @@ class ModuleIndex:
     replaced_attrs: frozenset[str] = frozenset()
     #: ``(receiver, method)`` -> method, for ``Pool.make(...)`` and ``_POOL.get(...)``
     members: dict[tuple[str, str], FunctionModel] = field(default_factory=dict)
+    #: functions set-up calls too: their first call fills the cache at set-up
+    warmed: frozenset[str] = frozenset()
     #: sites made by a method from its receiver (``AllocationSite.derived``)
     derived: frozenset[int] = frozenset()
     analyses: dict[int, FunctionAnalysis] = field(default_factory=dict)
     #: ``(id(function), name)`` -> a function defined in that function's body
     nested: dict[tuple[int, str], FunctionModel] = field(default_factory=dict)
     _returned: dict[int, frozenset[str]] = field(default_factory=dict)
+
+    def filled_at_setup(self, qualname: str) -> bool:
+        """Whether set-up makes the first call of the function: reached only from
+        constructors, or called by them before the code that runs later."""
+        return qualname in self.construction or qualname in self.warmed
 
     def returned(self, g: FunctionModel) -> frozenset[str]:
         """Storage that calling ``g`` hands back: a getter's result aliases its cache."""

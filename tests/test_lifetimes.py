@@ -3,7 +3,11 @@ call, which functions run only while an object is built."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
+
+from imlint.options import AnalysisOptions
+from imlint.project import ProjectIndex, summarize
 
 from .test_tiers_and_lifetimes import _check, _tree
 
@@ -575,3 +579,56 @@ def test_a_method_with_keyword_only_parameters_is_not_set_up_once(tmp_path):
     fixed = GROWER.replace("*, n", "").replace("n=4", "").replace("n=n", "")
     fixed = fixed.replace("< n:", "< 4:").replace("empty(n)", "empty(4)")
     assert _findings(tmp_path, {"pkg/pool.py": fixed}) == []
+
+
+def test_a_call_on_self_does_not_reach_a_module_function(tmp_path):
+    code = """
+    import torch
+    from somewhere import Base
+
+    def scratch(buffers, name, n):
+        if name not in buffers:
+            buffers[name] = torch.empty(n)
+        return buffers[name]
+
+    class Runtime:
+        def __init__(self):
+            self.buffers = {}
+            scratch(self.buffers, "a", 8).zero_()
+
+    class Runner(Base):
+        def step(self, n):
+            self.scratch(n).zero_()
+    """
+    # ``self.scratch`` is a method of ``Runner`` (from a base the index cannot see):
+    # only the constructor calls the module-level ``scratch``.
+    assert _findings(tmp_path, {"pkg/a.py": code}) == []
+    # A call by the same name on another object may be the module function.
+    other = code.replace("self.scratch(n)", "helpers.scratch(n)")
+    assert _findings(tmp_path, {"pkg/a.py": other}) == [("a.py", 7, "IM001")]
+
+
+def test_a_thread_the_constructor_starts_is_not_set_up():
+    code = textwrap.dedent(
+        """
+        import threading
+
+        class Offloader:
+            def __init__(self):
+                threading.Thread(target=self._loop, daemon=True).start()
+
+            def _loop(self):
+                while True:
+                    self._step(8)
+
+            def _step(self, n):
+                pass
+        """
+    )
+    # The loop runs beside the program for the object's life, not while it is built.
+    index = ProjectIndex([summarize("pkg/a.py", code, AnalysisOptions())])
+    assert not {q for _m, q in index.construction} & {"Offloader._loop", "Offloader._step"}
+    # Called from the constructor itself, the same loop is set-up.
+    eager = code.replace("threading.Thread(target=self._loop, daemon=True).start()", "self._loop()")
+    index = ProjectIndex([summarize("pkg/a.py", eager, AnalysisOptions())])
+    assert {q for _m, q in index.construction} >= {"Offloader._loop", "Offloader._step"}

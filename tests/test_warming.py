@@ -1,0 +1,120 @@
+"""Caches that set-up fills first (imlint/warming.py): a constructor calls a getter
+that later code calls again with the same, input-free arguments."""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+
+from imlint.options import AnalysisOptions
+from imlint.project import summarize
+
+from .test_lifetimes import _findings
+
+STAGE = """
+import functools
+import torch
+
+@functools.cache
+def rows(device, n):
+    return torch.empty(n, device=device)
+
+class Stage:
+    def __init__(self, device, n):
+        self.device = device
+        self.n = n
+        rows(device, n)
+
+    def run(self, x):
+        out = rows(self.device, {size})
+        out[: x.size(0)].copy_(x)
+"""
+
+
+def test_a_cache_the_constructor_fills_with_the_objects_state_is_set_up(tmp_path):
+    # ``run`` asks with what the object set up (its own state): the constructor made
+    # that entry, outside inference mode.
+    assert _findings(tmp_path, {"pkg/a.py": STAGE.format(size="self.n")}) == []
+    # A local bound from the object's state is the object's state too.
+    local = STAGE.format(size="n").replace("out = rows", "n = self.n\n        out = rows")
+    assert _findings(tmp_path, {"pkg/a.py": local}) == []
+    # Sized from the step's input: the step may ask for an entry set-up never made.
+    assert _findings(tmp_path, {"pkg/a.py": STAGE.format(size="x.size(0)")}) == [
+        ("a.py", 7, "IM001")
+    ]
+    grown = STAGE.format(size="n").replace("out = rows", "n = x.size(0) * 2\n        out = rows")
+    assert _findings(tmp_path, {"pkg/a.py": grown}) == [("a.py", 7, "IM001")]
+
+
+def test_a_module_function_only_warming_objects_run_is_covered(tmp_path):
+    through = STAGE.format(size="self.n").replace(
+        "        out = rows(self.device, self.n)\n        out[: x.size(0)].copy_(x)",
+        "        step(self, x)",
+    ) + textwrap.dedent(
+        """
+        def step(stage, x):
+            out = rows(DEVICE, LIMIT)
+            out[: x.size(0)].copy_(x)
+
+        DEVICE = "cpu"
+        LIMIT = 4096
+        """
+    )
+    assert _findings(tmp_path, {"pkg/a.py": through}) == []
+    # Something else (an entry point nothing calls) may run it before any Stage exists.
+    entry = through + "\ndef main(x):\n    step(None, x)\n"
+    assert _findings(tmp_path, {"pkg/a.py": entry}) == [("a.py", 7, "IM001")]
+
+
+def test_a_getter_only_a_warmed_wrapper_calls_is_warmed(tmp_path):
+    wrapped = STAGE.format(size="self.n").replace(
+        "def rows(device, n):", "def _rows(device, n):"
+    ) + textwrap.dedent(
+        """
+        def rows(device, n):
+            return _rows(device, n)
+        """
+    )
+    assert _findings(tmp_path, {"pkg/a.py": wrapped}) == []
+    other = wrapped + textwrap.dedent(
+        """
+        class Other:
+            def run(self, x):
+                _rows("cpu", 8).copy_(x)
+        """
+    )
+    assert _findings(tmp_path, {"pkg/a.py": other}) == [("a.py", 7, "IM001")]
+
+
+def _fixed(code: str) -> list[str]:
+    code = textwrap.dedent(code)
+    summary = summarize("m.py", code, AnalysisOptions(), ast.parse(code))
+    return summary.defs["C.f"].fixed
+
+
+def test_fixed_calls_read_none_of_the_functions_inputs():
+    code = """
+    import torch
+    LIMIT = 8
+
+    class C:
+        def f(self, x, *rest):
+            a(self.n, LIMIT, len(self.items))
+            n = self.n + 1
+            b(n)
+            m = x.size(0)
+            c(m)
+            for i in range(4):
+                d(i)
+            with open("p") as fh:
+                e(fh)
+            g()
+            h(rest)
+            k(self.n)
+            k(x)
+            torch.empty(n)
+            self.grow(x.numel())
+    """
+    # Not: the input's own method, a local sized from it, a loop's name, a name bound
+    # by ``with``, a variadic parameter, a call made once with an input.
+    assert _fixed(code) == ["a", "b", "g", "torch.empty"]
