@@ -55,6 +55,7 @@ class Collector(SiteFinder, CallWrites, Bindings, cst.CSTVisitor):
         self._func: list[FunctionModel] = []
         self._class: list[ClassModel | None] = [None]
         self._frames: list[Frame] = []
+        self._subjects: list[cst.BaseExpression] = []  # of the ``match`` statements entered
         self._saved_frames: list[list[Frame]] = []
         self._stmt: list[cst.SimpleStatementLine | cst.SimpleStatementSuite] = []
         self._order = 0
@@ -272,6 +273,16 @@ class Collector(SiteFinder, CallWrites, Bindings, cst.CSTVisitor):
 
     def visit_If_orelse(self, node: cst.If) -> None:
         self._push("if_else", node, node.test, attribute="orelse")
+
+    def visit_Match(self, node: cst.Match) -> None:
+        self._subjects.append(node.subject)
+
+    def leave_Match(self, original_node: cst.Match) -> None:
+        self._subjects.pop()
+
+    def visit_MatchCase_body(self, node: cst.MatchCase) -> None:
+        # ``match cache.get(k): case None: ...``: the arm runs on what the subject holds
+        self._push("case", node, self._subjects[-1] if self._subjects else None)
 
     def visit_While_body(self, node: cst.While) -> None:
         self._push("while", node, node.test)

@@ -36,7 +36,9 @@ DERIVED_METHODS = VIEW_METHODS | frozenset(
     {"to", "cuda", "cpu", "type", "float", "half", "bfloat16", "int", "long", "bool", "pin_memory"}
 )
 
-LAZY_FRAMES = frozenset({"if_body", "if_else", "while", "ifexp_body", "ifexp_else", "boolop"})
+LAZY_FRAMES = frozenset(
+    {"if_body", "if_else", "while", "case", "ifexp_body", "ifexp_else", "boolop"}
+)
 
 
 CONTAINER_METHODS = frozenset(

@@ -58,7 +58,7 @@ from imlint.vocabulary import (
 )
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_TESTS = frozenset({"if", "while"})
+_TESTS = frozenset({"if", "while", "match"})  # what opens a test (sites._miss_calling)
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _WORD = re.compile(r"\w+")
 _DEF = re.compile(r"\bdef\s+(\w+)")

@@ -58,7 +58,7 @@ class Mode(enum.Enum):
 class Frame:
     """One enclosing block of a node, inside its function."""
 
-    kind: str  # if_body if_else while for with try handler lambda comp ifexp_* boolop
+    kind: str  # if_body if_else while case for with try handler lambda comp ifexp_* boolop
     node: cst.CSTNode
     test: cst.CSTNode | None = None  # the condition for conditional frames
     mode: Mode | None = None  # for ``with`` frames and is_inference() branches

@@ -425,6 +425,12 @@ def _miss_calling(
                 and fa.mentions(inner.test) & fills
             ):
                 return inner.test
+            if (
+                isinstance(inner, cst.Match)
+                and any(_calls_method(case.body, g.self_name, name) for case in inner.cases)
+                and fa.mentions(inner.subject) & fills
+            ):
+                return inner.subject
         if isinstance(stmt, cst.If) and _exits(stmt.body) and fa.mentions(stmt.test) & fills:
             exited = stmt.test
     return None

@@ -657,3 +657,57 @@ def test_an_object_made_by_dunder_new_is_this_calls_own():
     # An object that may be someone else's is still reported (latent: its only write
     # runs inside the decorated function's inference mode, where it cannot raise).
     assert codes("get_block()") == ["IM002"]
+
+
+MATCHED = """
+import torch
+
+_CACHE = {}
+
+
+def get(k, n):
+    match _CACHE.get(k):
+        case None:
+            buf = torch.empty(n)
+            _CACHE[k] = buf
+            return buf
+        case found:
+            return found
+
+
+def run(x):
+    get(1, 4).zero_()
+
+
+class Pool:
+    def __init__(self):
+        self.buf = None
+        self.cap = 0
+
+    def step(self, x):
+        match self.buf:
+            case None:
+                self.buf = torch.zeros(8)
+        self.buf.copy_(x)
+
+    def _grow(self, n):
+        self.cap = n
+        self.out = torch.empty(n)
+
+    def ensure(self, n):
+        match self.cap:
+            case c if c < n:
+                self._grow(n)
+"""
+
+
+def test_a_match_on_the_cache_is_a_cache_test():
+    """``match cache.get(k): case None: ...`` tests the cache as an ``if`` does: the arm
+    runs on a miss. So does an arm that calls a filling method on a match of what it
+    fills."""
+    assert check(MATCHED) == [(10, "IM001"), (29, "IM001"), (34, "IM002")]
+    # A match on something else (the input's kind) is not a cache test.
+    other = MATCHED.replace("match _CACHE.get(k):", "match k:").replace(
+        "match self.buf:", "match x.dtype:"
+    )
+    assert check(other) == [(34, "IM002")]

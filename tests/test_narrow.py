@@ -406,3 +406,11 @@ def cst_calls(module):
     from imlint.walk import walk
 
     return [n for n in walk(module) if isinstance(n, cst.Call)]
+
+
+def test_match_statements_narrowed_equal_whole():
+    from .test_analysis import MATCHED
+
+    full, narrowed = both(MATCHED)
+    assert full == narrowed
+    assert {f.code for f in full[0]} == {"IM001", "IM002"}
