@@ -17,8 +17,9 @@ Choices (documented in the README):
 - inside ``with torch.no_grad():`` the guard is nested inside that block (the wrapped
   statement is in it), never merged into its items;
 - the guard is spelled with the module's torch alias (``th.inference_mode(False)``),
-  else with an imported ``inference_mode``, else ``import torch`` is added among the
-  module's imports.
+  else with an imported ``inference_mode``, else with the torch a function-local or
+  conditional module-level import binds where the guard goes (:func:`reused_torch`),
+  else ``import torch`` is added among the module's imports (an unsafe fix).
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from imlint.names import dotted_name
+from imlint.names import dotted_name, torch_alias
 from imlint.reflow import explode_items, split_long_line
-from imlint.semantic import AllocationSite, ModuleModel
+from imlint.semantic import AllocationSite, FunctionModel, ModuleModel
 from imlint.vocabulary import TORCH_FACTORIES
 from imlint.walk import walk
 
@@ -74,10 +75,11 @@ def unsafe_reason(site: AllocationSite, model: ModuleModel) -> str | None:
                 "which then run outside inference mode and without recording gradients"
             )
         stmt = span[0]
-    if not model.torch_imported_at_top:
+    if not model.torch_imported_at_top and reused_torch(site, model) is None:
         return (
-            "the module imports torch only conditionally or inside functions: the fix "
-            "adds `import torch` at its top, so importing the module would need torch"
+            "no `torch` is bound where the guard goes (the module imports it only for "
+            "type checkers or inside other functions): the fix adds `import torch` at "
+            "its top, so importing the module would need torch"
         )
     if _factories_only(stmt, model):
         return None
@@ -85,6 +87,30 @@ def unsafe_reason(site: AllocationSite, model: ModuleModel) -> str | None:
         "the statement computes from other tensors or calls other code, which then runs "
         "outside inference mode and without recording gradients even with grad on"
     )
+
+
+def reused_torch(site: AllocationSite, model: ModuleModel) -> str | None:
+    """The name torch is bound to where the guard goes, when the module does not import
+    it unconditionally at its top: an ``import torch`` (or ``import torch as th``)
+    earlier in the enclosing functions, else a conditional module-level one (``try:
+    import torch``). The guard reuses it; nothing is added at module level."""
+    anchor = site.stmt if site.stmt is not None else site.suite
+    if anchor is None:
+        return None
+    at = model.positions[anchor].start.line
+    f: FunctionModel | None = site.function
+    while f is not None:
+        stack: list[cst.CSTNode] = [f.node.body]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, cst.Import):
+                name = torch_alias(node)
+                if name is not None and model.positions[node].start.line < at:
+                    return name
+            elif not isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                stack.extend(node.children)  # not into nested scopes
+        f = f.parent
+    return model.torch_bound_conditionally
 
 
 def _factories_only(stmt: cst.CSTNode, model: ModuleModel) -> bool:
@@ -267,15 +293,30 @@ class _Guard:
     no_grad: str = "torch.no_grad()"
     no_grad_import: bool = False  # ``no_grad`` needs ``import torch`` added
     used_no_grad: bool = False
+    used: bool = False  # some wrap spelled this guard
 
     def items(self, no_grad: bool) -> str:
+        self.used = True
         if not no_grad:
             return self.call
         self.used_no_grad = True
         return f"{self.call}, {self.no_grad}"
 
     def needs_import(self) -> bool:
-        return self.import_line is not None or (self.no_grad_import and self.used_no_grad)
+        return self.used and (
+            self.import_line is not None or (self.no_grad_import and self.used_no_grad)
+        )
+
+
+def _guard_at(site: AllocationSite, module_guard: _Guard, model: ModuleModel) -> _Guard:
+    """The guard for one site: the module's, or one naming the torch a conditional or
+    function-local import binds there (``reused_torch``), which needs no import."""
+    if model.torch_imported_at_top:
+        return module_guard
+    name = reused_torch(site, model)
+    if name is None:
+        return module_guard
+    return _Guard(f"{name}.inference_mode(False)", None, 0, f"{name}.no_grad()")
 
 
 def _guard(module: cst.Module, model: ModuleModel) -> _Guard:
@@ -420,17 +461,18 @@ def apply_fixes(
         run: list[tuple[int, cst.SimpleStatementLine, list[AllocationSite]]] = []
         for entry in entries:
             if run and entry[0] != run[-1][0] + 1:
+                g = _guard_at(run[0][2][0], guard, model)
                 edits.append(
-                    _wrap_run(run, lines, model, module, guard, default_nl, fixed, line_length)
+                    _wrap_run(run, lines, model, module, g, default_nl, fixed, line_length)
                 )
                 run = []
             run.append(entry)
         if run:
-            edits.append(
-                _wrap_run(run, lines, model, module, guard, default_nl, fixed, line_length)
-            )
+            g = _guard_at(run[0][2][0], guard, model)
+            edits.append(_wrap_run(run, lines, model, module, g, default_nl, fixed, line_length))
     for suite, owners in suites.values():
-        edit = _split_suite(suite, lines, model, module, guard, default_nl)
+        g = _guard_at(owners[0], guard, model)
+        edit = _split_suite(suite, lines, model, module, g, default_nl)
         if edit is not None:
             edits.append(edit)
             fixed.extend(owners)

@@ -14,7 +14,7 @@ import libcst as cst
 
 from imlint.collect import Collector
 from imlint.index_facts import NO_FACTS, FileFacts
-from imlint.names import dotted_name
+from imlint.names import dotted_name, torch_alias
 from imlint.options import AnalysisOptions
 from imlint.positions import Positions
 from imlint.semantic import AllocationSite, FunctionModel, ModuleModel, Store
@@ -124,6 +124,7 @@ def build_model(
         collector.blocks,
         collector.bodies,
         torch_imported_at_top=_torch_imported_at_top(module),
+        torch_bound_conditionally=_torch_bound_conditionally(module),
     )
 
 
@@ -202,6 +203,33 @@ def _torch_imported_at_top(module: cst.Module) -> bool:
                 if (dotted_name(small.module) or "").split(".")[0] == "torch":
                     return True
     return False
+
+
+def _torch_bound_conditionally(module: cst.Module) -> str | None:
+    """The name a module-level ``import torch`` under ``if``/``try`` binds when the
+    branch runs (an ``if TYPE_CHECKING:`` body never does at run time)."""
+    stack: list[cst.CSTNode] = list(module.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            for small in node.body:
+                if isinstance(small, cst.Import) and (name := torch_alias(small)) is not None:
+                    return name
+        elif isinstance(node, cst.IndentedBlock):
+            stack.extend(node.body)
+        elif isinstance(node, cst.If):
+            if dotted_name(node.test) not in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+                stack.append(node.body)
+            if node.orelse is not None:
+                stack.append(node.orelse)
+        elif isinstance(node, (cst.Else, cst.ExceptHandler, cst.ExceptStarHandler)):
+            stack.append(node.body)
+        elif isinstance(node, (cst.Try, cst.TryStar)):
+            stack.append(node.body)
+            stack.extend(node.handlers)
+            if node.orelse is not None:
+                stack.append(node.orelse)
+    return None
 
 
 def parse_and_build(

@@ -179,3 +179,16 @@ def string_value(node: cst.BaseExpression) -> str | None:
         value = node.evaluated_value
         return value if isinstance(value, str) else None
     return None
+
+
+def torch_alias(node: cst.Import) -> str | None:
+    """The name an ``import`` binds to torch: ``th`` for ``import torch as th``,
+    ``torch`` for ``import torch`` or ``import torch.nn``."""
+    for alias in node.names:
+        name = dotted_name(alias.name) or ""
+        if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+            if name == "torch":
+                return alias.asname.name.value
+        elif name.split(".")[0] == "torch":
+            return "torch"
+    return None

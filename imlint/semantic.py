@@ -315,6 +315,9 @@ class ModuleModel:
     bodies: dict[int, Sequence[cst.CSTNode]] = field(default_factory=dict)
     #: torch imported unconditionally at the module's top level (see ``fix.unsafe_reason``)
     torch_imported_at_top: bool = True
+    #: the name a conditional module-level ``import torch`` binds (``try: import torch``
+    #: ``except ImportError: torch = None``; the ``else`` of ``if TYPE_CHECKING:``)
+    torch_bound_conditionally: str | None = None
 
     @property
     def sites(self) -> list[AllocationSite]:

@@ -326,26 +326,59 @@ def test_python_m_imlint_fix(tmp_path):
     assert proc.returncode == 0
 
 
-@pytest.mark.parametrize(
-    "imports",
-    [
-        "try:\n    import torch\nexcept ImportError:\n    torch = None\n",
-        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    import torch\n",
-        "",  # torch imported inside the function only
-    ],
-)
-def test_a_module_that_imports_torch_conditionally_gets_an_unsafe_fix(tmp_path, imports):
-    """The fix would add `import torch` at the top: the module would then need torch to
-    import at all (as vllm's lazily importing modules do not)."""
-    local = "" if imports else "    import torch\n\n"
-    source = (
+def _lazy_get(imports: str, local: str = "") -> str:
+    return (
         f"{imports}\n_C = {{}}\n\n\ndef get(n):\n{local}    if n not in _C:\n"
         "        _C[n] = torch.empty(n)\n    _C[n].zero_()\n    return _C[n]\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("imports", "local", "name"),
+    [
+        ("try:\n    import torch\nexcept ImportError:\n    torch = None\n", "", "torch"),
+        (
+            "import typing\n\nif typing.TYPE_CHECKING:\n    pass\nelse:\n    import torch\n",
+            "",
+            "torch",
+        ),
+        ("", "    import torch\n\n", "torch"),
+        ("", "    import torch as th\n\n", "th"),
+    ],
+)
+def test_the_fix_reuses_the_torch_bound_where_the_guard_goes(tmp_path, imports, local, name):
+    """A conditional module-level import or one inside the function: the guard names
+    what it binds and nothing is added at module level (a module that imports torch
+    lazily keeps importing without it)."""
+    source = _lazy_get(imports, local).replace("torch.empty", f"{name}.empty")
     (finding,) = Linter(Settings()).check_text("m.py", source)
-    assert finding.applicability == "unsafe" and "only conditionally" in finding.unsafe_reason
+    assert finding.applicability == "safe"
+    (tmp_path / "m.py").write_text(source)
+    assert run_imlint("fix", "m.py", cwd=tmp_path).code == 0
+    fixed = (tmp_path / "m.py").read_text()
+    assert f"with {name}.inference_mode(False):" in fixed
+    assert fixed.count("import torch") == source.count("import torch")
+
+
+@pytest.mark.parametrize(
+    "imports",
+    [
+        "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    import torch\n",
+        "",  # torch imported in another function only
+    ],
+)
+def test_no_torch_bound_where_the_guard_goes_gets_an_unsafe_fix(tmp_path, imports):
+    """Nothing to reuse: the fix would add `import torch` at the top, and the module
+    would then need torch to import at all."""
+    other = "" if imports else "\n\ndef warm():\n    import torch\n\n    return torch.ones(1)\n"
+    source = _lazy_get(imports) + other
+    (finding,) = Linter(Settings()).check_text("m.py", source)
+    assert finding.applicability == "unsafe" and "no `torch` is bound" in finding.unsafe_reason
     (tmp_path / "m.py").write_text(source)
     assert run_imlint("fix", "m.py", cwd=tmp_path).code == 1
     assert (tmp_path / "m.py").read_text() == source  # the safe run adds nothing
     assert run_imlint("fix", "m.py", "--unsafe-fixes", cwd=tmp_path).code == 0
-    assert "inference_mode(False)" in (tmp_path / "m.py").read_text()
+    fixed = (tmp_path / "m.py").read_text()
+    assert "with torch.inference_mode(False):" in fixed
+    top = [line for line in fixed.splitlines() if line == "import torch"]
+    assert len(top) == 1 + sum(line == "import torch" for line in source.splitlines())
