@@ -297,6 +297,11 @@ def process_file(
         return Outcome(
             path, _detached(result.findings), result.error, guarded=_detached(result.guarded)
         )
+    if not source.round_trips():
+        reason = (
+            f"its encoding ({source.encoding}) does not write back the bytes read; not modified"
+        )
+        return Outcome(path, _detached(linter.check_text(path, source.text, facts)), reason)
     try:
         report = linter.fix_text(path, source.text, facts)
     except PARSE_FAILURES as exc:

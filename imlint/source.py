@@ -33,6 +33,15 @@ class Source:
         data = text.encode(self.encoding)
         return codecs.BOM_UTF8 + data if self.bom else data
 
+    def round_trips(self) -> bool:
+        """Whether writing the text back gives the bytes read: not for codecs that
+        decode escapes (``unicode_escape``, ``raw_unicode_escape``) or transform the text
+        (``punycode``), whose output a fix would re-encode differently."""
+        try:
+            return self.encode(self.text) == self.raw
+        except (UnicodeError, LookupError):
+            return False
+
 
 def decode(raw: bytes) -> Source:
     if raw.startswith(

@@ -19,6 +19,9 @@ def write_atomic(path: str, data: bytes, expected: bytes) -> None:
     The new content goes to a temporary file in the same folder, is flushed to disk and
     renamed over the original, so a crash at any point leaves either the old or the new
     bytes. Symbolic links and read-only files are refused, not followed or forced.
+    The mode (set-user-ID and set-group-ID bits included) and, where allowed, the owner
+    are kept; the file is replaced, so a hard link to it keeps the old bytes (as ruff
+    and black do).
     """
     if os.path.islink(path):
         raise WriteError("is a symbolic link; not modified (fix the file it points to)")
@@ -47,9 +50,11 @@ def write_atomic(path: str, data: bytes, expected: bytes) -> None:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
-            os.fchmod(out.fileno(), stat.S_IMODE(st.st_mode))
+            # Owner first: a change of owner clears the set-user-ID and set-group-ID
+            # bits, which the mode then puts back.
             with contextlib.suppress(OSError):
                 os.fchown(out.fileno(), st.st_uid, st.st_gid)
+            os.fchmod(out.fileno(), stat.S_IMODE(st.st_mode))
         # Once more, just before the rename: an edit made while the new bytes were
         # written must not be replaced (the window left is the rename itself).
         with open(path, "rb") as fh:

@@ -382,3 +382,32 @@ def test_no_torch_bound_where_the_guard_goes_gets_an_unsafe_fix(tmp_path, import
     assert "with torch.inference_mode(False):" in fixed
     top = [line for line in fixed.splitlines() if line == "import torch"]
     assert len(top) == 1 + sum(line == "import torch" for line in source.splitlines())
+
+
+def test_fix_keeps_set_id_bits_and_replaces_the_file(tmp_path):
+    """The mode survives whole (set-user-ID and set-group-ID bits too); the file is
+    replaced, as ruff and black do, so a hard link keeps the old bytes."""
+    target = tmp_path / "a.py"
+    target.write_text(LAZY)
+    target.chmod(0o6755)
+    os.link(target, tmp_path / "alias.py")
+    r = run_imlint("fix", "a.py", cwd=tmp_path)
+    assert r.code == 0, r.out + r.err
+    assert target.read_text() == FIXED
+    assert stat.S_IMODE(target.stat().st_mode) == 0o6755
+    assert (tmp_path / "alias.py").read_text() == LAZY
+
+
+@pytest.mark.parametrize("codec", ["unicode_escape", "raw_unicode_escape"])
+def test_fix_refuses_an_encoding_that_does_not_write_back(tmp_path, codec):
+    """Written back with an escape-decoding codec, the file would change bytes the fix
+    never touched (``"\\u0041"`` in a string): refused, with the reason, and still checked."""
+    source = f"# -*- coding: {codec} -*-\n" + LAZY.replace("_C = {}", '_C = {}\nSEP = "\\u0041"')
+    (tmp_path / "a.py").write_bytes(source.encode("ascii"))
+    r = run_imlint("fix", "a.py", cwd=tmp_path)
+    assert r.code != 0
+    assert (
+        f"its encoding ({codec}) does not write back the bytes read; not modified" in r.out + r.err
+    )
+    assert (tmp_path / "a.py").read_bytes() == source.encode("ascii")
+    assert "IM002" in run_imlint("check", "a.py", cwd=tmp_path).out
