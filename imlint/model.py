@@ -31,7 +31,7 @@ from imlint.sites import (
 )
 from imlint.values import FunctionAnalysis, ModuleIndex
 from imlint.walk import visit_readonly
-from imlint.writes import find_writes
+from imlint.writes import WriteIndex, find_writes
 
 
 def _members(collector: Collector) -> dict[tuple[str, str], FunctionModel]:
@@ -110,9 +110,10 @@ def build_model(
             resolve_caller_laziness(site, fills.get(id(site.function), set()), analyses)
 
     # In-place writes, per scope: the function, its class, or the module.
+    windex = WriteIndex(collector.functions, analyses)
     for site in allocations:
         if site.store is not None:
-            find_writes(site, analyses, collector.functions, index, collector.callbacks)
+            find_writes(site, analyses, windex, index, collector.callbacks)
 
     return ModuleModel(
         collector.imports,

@@ -786,6 +786,7 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
         self.building: dict[tuple[Target, Target], Target] = {}
         self.unresolved_total = 0
         self._resolved: dict[tuple[str, str, str], Target | None] = {}
+        self._typed: dict[str, dict[tuple[str, str], list[DefSummary]]] = {}
         self._children: dict[Target, set[Target]] | None = None
         self._callers_of: dict[Target, list[tuple[Target, str]]] = {}
         self._grouped: dict[int, dict[str, set[str]]] = {}
@@ -1095,11 +1096,16 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
 
     def _class_of(self, s: FileSummary, d: DefSummary, attr: str, depth: int) -> Target | None:
         """The class of ``self.attr``, from a constructor call stored there in the class."""
-        for other in s.defs.values():
-            if other.cls == d.cls and attr in other.types:
-                c = self._resolve_in(s, other, other.types[attr], depth + 1)
-                if c is not None and self._kind(c) == "class":
-                    return c
+        typed = self._typed.get(s.path)
+        if typed is None:  # (class, ``self.attr``) -> the methods that store a call there
+            typed = self._typed[s.path] = {}
+            for other in s.defs.values():
+                for name in other.types:
+                    typed.setdefault((other.cls, name), []).append(other)
+        for other in typed.get((d.cls, attr), ()):
+            c = self._resolve_in(s, other, other.types[attr], depth + 1)
+            if c is not None and self._kind(c) == "class":
+                return c
         return None
 
     def resolve(self, s: FileSummary, d: DefSummary, text: str) -> Target | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import difflib
+import bisect
 import json
 import os
 import re
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from imlint import __version__
 from imlint.baseline import LineCache, LinesOf, fingerprints, iter_code_chars
 from imlint.finding import Finding
+from imlint.linediff import line_opcodes
 from imlint.roots import repository_path, repository_root
 
 if TYPE_CHECKING:  # the rules import LibCST; a cached run never needs them
@@ -440,16 +441,22 @@ def _exact_fixes(
     """
     old, new = _keep_ends(original), _keep_ends(fixed)
     offsets = _offsets(old)
-    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
-    hunks = [op for op in matcher.get_opcodes() if op[0] != "equal"]
+    hunks = [op for op in line_opcodes(old, new) if op[0] != "equal"]
+    mine = sorted(
+        ((f.line - 1, f.end_line, k) for k, f in enumerate(findings) if owns(f))
+    )
+    starts = [m[0] for m in mine]
+    longest = max((end - start for start, end, _k in mine), default=0)
     owned: dict[int, list[int]] = {}
     orphans = []
     for h, (_, i1, i2, _, _) in enumerate(hunks):
+        # Findings whose lines [start, end) the hunk touches (an insertion: where it goes).
+        lo = bisect.bisect_left(starts, i1 - longest)
+        hi = bisect.bisect_right(starts, max(i1, i2 - 1))
         owners = [
             k
-            for k, f in enumerate(findings)
-            if owns(f)
-            and (i1 < f.end_line and i2 > f.line - 1 if i2 > i1 else f.line - 1 <= i1 < f.end_line)
+            for start, end, k in mine[lo:hi]
+            if (i1 < end and i2 > start if i2 > i1 else start <= i1 < end)
         ]
         for k in owners:
             owned.setdefault(k, []).append(h)

@@ -36,10 +36,52 @@ def _allocation_time(site: AllocationSite, write: InplaceWrite) -> bool:
     return False
 
 
+class WriteIndex:
+    """A module's in-place writes by the tokens their handles name (``values.tokens``),
+    read once, so that each site looks up the writes that can reach its storage
+    instead of reading every write of the module again (which grew as sites times
+    writes on generated files)."""
+
+    def __init__(self, functions: list[FunctionModel], analyses: dict[int, FunctionAnalysis]):
+        self.tokens: dict[int, set[str]] = {}  # id(write) -> tokens
+        self._by_token: dict[str, list[tuple[int, FunctionModel, InplaceWrite]]] = {}
+        self._by_prefix: dict[str, list[tuple[int, FunctionModel, InplaceWrite]]] = {}
+        order = 0
+        for g in functions:
+            ga = analyses[id(g)]
+            for w in g.writes:
+                tokens = self.tokens[id(w)] = ga.tokens(w.handle)
+                entry = (order, g, w)
+                order += 1
+                for t in tokens:
+                    self._by_token.setdefault(t, []).append(entry)
+                    for prefix in _dotted_prefixes(t):
+                        self._by_prefix.setdefault(prefix, []).append(entry)
+
+    def naming(
+        self, tokens: set[str], inside: str | None
+    ) -> list[tuple[FunctionModel, InplaceWrite]]:
+        """Writes whose handle names one of ``tokens``, or (``inside``) something under
+        that prefix, in source order of their functions."""
+        found: dict[int, tuple[int, FunctionModel, InplaceWrite]] = {}
+        for t in tokens:
+            for entry in self._by_token.get(t, ()):
+                found[id(entry[2])] = entry
+        if inside is not None:
+            for entry in self._by_prefix.get(inside, ()):
+                found[id(entry[2])] = entry
+        return [(g, w) for _o, g, w in sorted(found.values(), key=lambda e: e[0])]
+
+
+def _dotted_prefixes(token: str) -> list[str]:
+    """``self._a.b`` -> ``self.``, ``self._a.``: what an object's attributes start with."""
+    return [token[: i + 1] for i, ch in enumerate(token) if ch == "."]
+
+
 def find_writes(
     site: AllocationSite,
     analyses: dict[int, FunctionAnalysis],
-    functions: list[FunctionModel],
+    windex: WriteIndex,
     index: ModuleIndex,
     callbacks: dict[str, InplaceWrite],
 ) -> None:
@@ -67,7 +109,7 @@ def find_writes(
         )
 
     for w in f.writes:
-        if hits(own.tokens(w.handle)):
+        if hits(windex.tokens[id(w)]):
             if not _allocation_time(site, w):
                 site.writes.append(w)
             elif w.order > site.order or w.handle is site.call:
@@ -75,23 +117,20 @@ def find_writes(
                 site.filled = True
     # Other functions that can see the same storage.
     kind = own.root_kind(store.root) if store.root is not None else "global"
-    others: list[FunctionModel]
-    if kind == "self" and f.cls is not None:
-        others = [g for g in functions if g.cls is f.cls]
-    elif kind == "global" or store.kind == "return":
-        others = functions  # module storage: any function of the module may write it
-    else:
+    module_wide = kind == "global" or store.kind == "return"
+
+    def sees(g: FunctionModel) -> bool:
+        if kind == "self" and f.cls is not None:
+            return g.cls is f.cls
+        if module_wide:
+            return True  # module storage: any function of the module may write it
         # Storage handed in (a parameter, a registry): other functions reach it only
         # through this function's return value (``st = get_ws(reg); st.zero_()``).
-        others = [g for g in functions if f.name in g.calls]
-    for g in others:
-        if g is f:
-            continue
-        ga = analyses[id(g)]
-        for w in g.writes:
-            tokens = ga.tokens(w.handle)
-            if tokens & storage or (inside is not None and hits(tokens)):
-                site.writes.append(w)
+        return f.name in g.calls
+
+    for g, w in windex.naming(wanted if inside is not None else storage, inside):
+        if g is not f and sees(g):
+            site.writes.append(w)
     if site.object_writes is not None:
         kind, how = site.object_writes
         site.writes.append(
