@@ -442,11 +442,9 @@ def _exact_fixes(
     old, new = _keep_ends(original), _keep_ends(fixed)
     offsets = _offsets(old)
     hunks = [op for op in line_opcodes(old, new) if op[0] != "equal"]
-    mine = sorted(
-        ((f.line - 1, f.end_line, k) for k, f in enumerate(findings) if owns(f))
-    )
-    starts = [m[0] for m in mine]
-    longest = max((end - start for start, end, _k in mine), default=0)
+    spans = sorted((f.line - 1, f.end_line, k) for k, f in enumerate(findings) if owns(f))
+    starts = [m[0] for m in spans]
+    longest = max((end - start for start, end, _k in spans), default=0)
     owned: dict[int, list[int]] = {}
     orphans = []
     for h, (_, i1, i2, _, _) in enumerate(hunks):
@@ -455,7 +453,7 @@ def _exact_fixes(
         hi = bisect.bisect_right(starts, max(i1, i2 - 1))
         owners = [
             k
-            for start, end, k in mine[lo:hi]
+            for start, end, k in spans[lo:hi]
             if (i1 < end and i2 > start if i2 > i1 else start <= i1 < end)
         ]
         for k in owners:
