@@ -69,7 +69,7 @@ def construction_only(index: ProjectIndex, per_call: set[Target] | None = None) 
     constructor calls it too (it ran when the instance was built: a get-or-create
     helper that the constructor fills eagerly). Calls by the function's name that the
     index cannot resolve are callers too."""
-    return _Construction(index, per_call or set()).solve()
+    return Construction(index, per_call or set()).solve()
 
 
 #: target -> (callers that are not constructors of long-lived objects, classes of the
@@ -77,7 +77,7 @@ def construction_only(index: ProjectIndex, per_call: set[Target] | None = None) 
 _Waiting: TypeAlias = "dict[Target, tuple[list[Target], set[Target] | None]]"
 
 
-class _Construction:
+class Construction:
     """The call graph as construction sees it (see ``construction_only``)."""
 
     def __init__(self, index: ProjectIndex, per_call: set[Target]) -> None:

@@ -28,12 +28,11 @@ from dataclasses import dataclass, field
 from imlint.holders import Holders
 from imlint.index_allocators import AllocatorFinder
 from imlint.index_facts import FactsFinder
+from imlint.index_outside import OutsideFinder
 from imlint.index_reach import ReachFinder
 from imlint.kinds import (
     MODULE_SCOPE,
-    READER_MODULES,
     THREAD_REGION,
-    external_writer,
 )
 from imlint.lifetimes import Lifetimes, construction_only
 from imlint.names import imported_from
@@ -751,7 +750,7 @@ def summary_digest(data: object) -> str:
 Target = tuple[str, str]
 
 
-class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
+class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
     """All summaries of a run, joined: resolution, allocators (``index_allocators.py``),
     call graph."""
 
@@ -781,7 +780,8 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
         self.callers: dict[Target, list[tuple[Target, str]]] = {}
         #: name -> (caller, call text) of the calls by that name the index cannot resolve
         self.unresolved_sites: dict[str, list[tuple[Target, str]]] = {}
-        self._name_callers: dict[tuple[str, bool], list[tuple[Target, str]]] = {}
+        #: the same, less calls on ``self`` or ``cls`` (they reach methods only)
+        self.unresolved_plain: dict[str, list[tuple[Target, str]]] = {}
         #: (caller, callee) -> the class whose object the call builds (``builds``)
         self.building: dict[tuple[Target, Target], Target] = {}
         self.unresolved_total = 0
@@ -857,17 +857,10 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
         (caller, call text). A call on ``self`` or ``cls`` reaches a method, never a
         module-level function of that name."""
         name = target[1].rsplit(".", 1)[-1]
-        sites = self.unresolved_sites.get(name, [])
         s = self.modules.get(target[0])
         d = s.defs.get(target[1]) if s is not None else None
-        if d is None or d.cls or not sites:
-            return sites
-        key = (name, False)
-        known = self._name_callers.get(key)
-        if known is None:
-            own = ("self.", "cls.")
-            known = self._name_callers[key] = [(c, t) for c, t in sites if not t.startswith(own)]
-        return known
+        plain = d is not None and not d.cls
+        return (self.unresolved_plain if plain else self.unresolved_sites).get(name, [])
 
     def unresolved_count(self, qual: str) -> int:
         """How many calls the index cannot resolve are by the last name of ``qual``."""
@@ -930,94 +923,6 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
                     out.add(child)
                     stack.append(child)
         return out
-
-    def external_writes(self, s: FileSummary, text: str) -> bool:
-        """Whether a call goes to an imported callable from outside the project that
-        may write the tensors handed to it (see ``kinds.external_writer``)."""
-        head = text.split(".", 1)[0]
-        if head not in s.imports:
-            return False
-        return self._outside(self.qualify_in(s, text))
-
-    def _outside(self, qualified: str) -> bool:
-        """An imported name from outside the project: not under one of its packages,
-        and not found in it through a shorter module name (``pkg.ops.f`` when the
-        files are ``src.pkg.ops``); a library that shares a module's last name
-        (``flashinfer`` next to ``pkg.backends.flashinfer``) stays outside."""
-        return external_writer(qualified, self.roots) and self._dotted(qualified) is None
-
-    def opaque(self, s: FileSummary, d: DefSummary | None, text: str) -> bool:
-        """Whether ``text`` calls a callable made at run time: a parameter (whatever the
-        caller hands in), a name bound to what a call
-        returned (``launch = get_kernel(cfg)``, ``op = lazy_import("lib", "op")``), in the
-        function, the module, or the module it is imported from, unless that call builds
-        an instance of a project class; or a method of such an object that no torch or
-        project allocator made (``mod = load_jit(cfg); mod.run(x, out)``). Such code (a
-        compiled kernel, an op looked up in another library) may write the tensors handed
-        to it, from a kernel."""
-        if "()." in text:
-            return self._made_opaque(s, d, text)
-        head, dot, rest = text.partition(".")
-        if "." in rest:
-            return False
-        if dot:
-            if d is None or head not in d.types:
-                return False
-            maker = d.types[head]
-            if self.qualify_in(s, maker).split(".", 1)[0] in READER_MODULES:
-                return False  # a tensor (or a value) from torch or the standard library
-            made = self._resolve_in(s, d, maker)
-            return made is None or (self._kind(made) != "class" and made not in self._alloc)
-        if d is not None and (text in d.params or text in d.keywords):
-            return True  # a callable the caller hands in (``def run(x, op): op(x, out)``)
-        ctor: str | None = None
-        home: FileSummary | None = s
-        if d is not None and text in d.types:
-            ctor = d.types[text]
-        elif text in s.instances:
-            ctor = s.instances[text]
-        elif text in s.imports:
-            module, _, name = s.imports[text].rpartition(".")
-            home = self.modules.get(module)
-            ctor = home.instances.get(name) if home is not None else None
-            d = None
-        if ctor is None or home is None:
-            return False
-        made = self._resolve_in(home, d, ctor)
-        return made is None or self._kind(made) != "class"
-
-    def _made_opaque(self, s: FileSummary, d: DefSummary | None, text: str) -> bool:
-        """``load_module(cfg).run``: a method of what a module-level callable returns,
-        when that callable is imported from outside the project (not torch or the
-        standard library), or is a project function that returns what such a callable
-        returned (a loader of compiled code: ``return load_module(path)``, ``_loader``)."""
-        maker, _, method = text.rpartition("().")
-        head = maker.split(".", 1)[0]
-        if "." in method or "()" in maker or (head not in s.imports and head not in s.defs):
-            return False
-        if self.qualify_in(s, maker).split(".", 1)[0] in READER_MODULES:
-            return False
-        made = self._resolve_in(s, d, maker)
-        if made is None:
-            return head in s.imports and self._is_external(s, maker)
-        return self._loader(made)
-
-    def _loader(self, target: Target, depth: int = 0) -> bool:
-        """A project function that returns what code from outside the project returned
-        (``return load_module(path)``), or what another such function returned."""
-        ms = self.modules.get(target[0])
-        md = ms.defs.get(target[1]) if ms is not None else None
-        if ms is None or md is None or md.kind != "function" or target in self._alloc:
-            return False
-        for text, how in md.results:
-            if how != "returned":
-                continue
-            if text.split(".", 1)[0] in ms.imports and self._is_external(ms, text):
-                return True
-            inner = self._resolve_in(ms, md, text) if depth < 3 else None
-            if inner is not None and self._loader(inner, depth + 1):
-                return True
-        return False
 
     def qualify_in(self, s: FileSummary, text: str) -> str:
         head, _, rest = text.partition(".")
@@ -1134,6 +1039,9 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder):
                             name = text.rsplit(".", 1)[-1].lstrip("?")
                             if name:
                                 self.unresolved_sites.setdefault(name, []).append((caller, text))
+                                if not text.startswith(("self.", "cls.")):
+                                    site = (caller, text)
+                                    self.unresolved_plain.setdefault(name, []).append(site)
                                 self.unresolved_total += 1
                         continue
                     if self._kind(target) == "class":

@@ -262,10 +262,10 @@ class _Inputs:
                     stack.append(func)
                 stack.extend(e.args)
                 stack.extend(kw.value for kw in e.keywords)
-            elif isinstance(e, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp)):
+            elif isinstance(
+                e, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+            ):
                 return True  # bound names of their own: not followed
-            elif isinstance(e, ast.GeneratorExp):
-                return True
             else:
                 stack.extend(ast.iter_child_nodes(e))
         return False

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from imlint.lifetimes import _Construction, callers_as_set_up_sees, is_test_module
+from imlint.lifetimes import Construction, callers_as_set_up_sees, is_test_module
 
 if TYPE_CHECKING:
     from imlint.project import ProjectIndex, Target
@@ -38,7 +38,7 @@ class _Warming:
     def __init__(self, index: ProjectIndex, construction: set[Target], per_call: set[Target]):
         self.index = index
         self.construction = construction
-        self.con = _Construction(index, per_call)
+        self.con = Construction(index, per_call)
         self._callers: dict[Target, list[Target]] = {}
 
     def callers(self, target: Target) -> list[Target]:
