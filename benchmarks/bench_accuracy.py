@@ -832,23 +832,64 @@ def sample_mode(args: argparse.Namespace, trees: list[str]) -> int:
     return 0
 
 
+def score_folder(
+    folder: str,
+    scored: list[str],
+    runs: dict[str, ImlintRun],
+    known: list[Known],
+    verbose: bool,
+) -> dict[str, Any]:
+    """Score every tree's findings against one label folder, print it, and return the
+    folder's part of the JSON report."""
+    labels = load_labels(scored, folder)
+    scores: dict[str, TreeScore] = {}
+    for tree in scored:
+        score = scores[tree] = score_tree(tree, runs[tree].findings, labels, known)
+        score.errors, score.seconds = len(runs[tree].errors), runs[tree].seconds
+    total = TreeScore()
+    for s in scores.values():
+        total.add(s)
+    if scores:
+        print_report(scores, total, verbose)
+    print()
+    print(f"labelled TPs no longer reported ({len(total.lost_tps)}):")
+    for label in total.lost_tps:
+        print(f"  {describe_label(label)}")
+    print(f"labelled FPs reported ({len(total.reported_fps)}):")
+    for label in total.reported_fps:
+        print(f"  {describe_label(label)}")
+    return {
+        "trees": {name: score_json(s) for name, s in scores.items()},
+        "overall": score_json(total),
+        "lost_tps": [describe_label(label) for label in total.lost_tps],
+        "reported_fps": [describe_label(label) for label in total.reported_fps],
+    }
+
+
 def saved_run(tree: str, args: argparse.Namespace) -> ImlintRun:
     """The tree's findings: from ``--findings DIR`` when kept there, else a run of
     imlint (kept there when ``--findings`` is given)."""
+    root = ensure_tree(tree)
+    files = sum(1 for _ in (root / TREES[tree][2]).rglob("*.py"))
     saved = Path(args.findings) / f"{tree}.json" if args.findings else None
     if saved is not None and saved.is_file():
         data = json.loads(saved.read_text(encoding="utf-8"))
         findings = [Finding(**item) for item in data["findings"]]
-        return ImlintRun(findings, data["errors"], data["seconds"])
-    run = run_imlint(tree, args.jobs, args.extend_select)
-    if saved is not None:
-        saved.parent.mkdir(parents=True, exist_ok=True)
-        data = {
-            "findings": [dataclasses.asdict(f) for f in run.findings],
-            "errors": run.errors,
-            "seconds": run.seconds,
-        }
-        saved.write_text(json.dumps(data) + "\n", encoding="utf-8")
+        run = ImlintRun(findings, data["errors"], data["seconds"])
+    else:
+        run = run_imlint(tree, args.jobs, args.extend_select)
+        if saved is not None:
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            data = {
+                "findings": [dataclasses.asdict(f) for f in run.findings],
+                "errors": run.errors,
+                "seconds": run.seconds,
+            }
+            saved.write_text(json.dumps(data) + "\n", encoding="utf-8")
+    print(
+        f"{tree}: {files} files, {len(run.findings)} findings, "
+        f"{len(run.errors)} errors, {run.seconds:.1f} s"
+    )
     return run
 
 
@@ -905,15 +946,7 @@ def main() -> int:
     trees = parse_trees(args.trees, TREES)
     scored = [t for t in trees if t != SEED_TREE]
     known = load_known(scored)
-    runs: dict[str, ImlintRun] = {}
-    for tree in trees:
-        root = ensure_tree(tree)
-        files = sum(1 for _ in (root / TREES[tree][2]).rglob("*.py"))
-        run = runs[tree] = saved_run(tree, args)
-        print(
-            f"{tree}: {files} files, {len(run.findings)} findings, "
-            f"{len(run.errors)} errors, {run.seconds:.1f} s"
-        )
+    runs = {tree: saved_run(tree, args) for tree in trees}
     checks = seed_checks(runs[SEED_TREE].findings) if SEED_TREE in runs else []
     folders = [f for f in args.labels.split(",") if f] or ["labels"]
     reports: dict[str, dict[str, Any]] = {}
@@ -921,30 +954,8 @@ def main() -> int:
     for folder in folders:
         if len(folders) > 1:
             print(f"\n===== {folder}")
-        labels = load_labels(scored, folder)
-        scores: dict[str, TreeScore] = {}
-        for tree in scored:
-            score = scores[tree] = score_tree(tree, runs[tree].findings, labels, known)
-            score.errors, score.seconds = len(runs[tree].errors), runs[tree].seconds
-        total = TreeScore()
-        for s in scores.values():
-            total.add(s)
-        if scores:
-            print_report(scores, total, args.verbose)
-        print()
-        print(f"labelled TPs no longer reported ({len(total.lost_tps)}):")
-        for label in total.lost_tps:
-            print(f"  {describe_label(label)}")
-        print(f"labelled FPs reported ({len(total.reported_fps)}):")
-        for label in total.reported_fps:
-            print(f"  {describe_label(label)}")
-        regressions += len(total.lost_tps) + len(total.reported_fps)
-        reports[folder] = {
-            "trees": {name: score_json(s) for name, s in scores.items()},
-            "overall": score_json(total),
-            "lost_tps": [describe_label(label) for label in total.lost_tps],
-            "reported_fps": [describe_label(label) for label in total.reported_fps],
-        }
+        reports[folder] = score_folder(folder, scored, runs, known, args.verbose)
+        regressions += len(reports[folder]["lost_tps"]) + len(reports[folder]["reported_fps"])
     if SEED_TREE in trees:
         print(f"seed checks ({SEED_TREE}):")
         for name, ok, detail in checks:
