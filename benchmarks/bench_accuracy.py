@@ -69,6 +69,10 @@ TREES: dict[str, tuple[str, str, str]] = {
     "vllm-0.34.0": ("vllm", "0.34.0", "vllm"),
     # a serving engine forked from vllm, never tuned on: sampled fresh (fresh11)
     "aphrodite-engine-0.24.1": ("aphrodite-engine", "0.24.1", "aphrodite"),
+    # never tuned on, sampled fresh (fresh12): serving for omni-modal models on vllm,
+    # and a KV-cache offloading layer that serving engines load
+    "vllm-omni-0.30.0": ("vllm-omni", "0.30.0", "vllm_omni"),
+    "lmcache-0.5.6": ("lmcache", "0.5.6", "lmcache"),
     SEED_TREE: ("sglang", "0.5.18", "sglang"),
 }
 SCORED = ("sglang-0.5.23", "vllm-0.33.0", "lmdeploy-0.18.0")
@@ -79,6 +83,8 @@ ALIASES = {
     "lmdeploy": "lmdeploy-0.18.0",
     "flashinfer": "flashinfer-python-0.7.4",
     "aphrodite": "aphrodite-engine-0.24.1",
+    "vllm-omni": "vllm-omni-0.30.0",
+    "lmcache": "lmcache-0.5.6",
 }
 VERDICTS = {"tp": "TP", "fp": "FP", "unsure": "unsure"}
 IM003_BY_CATEGORY = {"torch-write": "error", "kernel-write": "warning"}

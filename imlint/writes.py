@@ -29,11 +29,29 @@ def _allocation_time(site: AllocationSite, write: InplaceWrite) -> bool:
         return False
     if site.lazy == "cached function":
         return True
-    if site.lazy_frame is not None:
-        return any(fr is site.lazy_frame for fr in write.frames)
-    if site.lazy_exit is not None:
-        return write.order > site.lazy_exit.order and is_prefix(site.lazy_exit.frames, write.frames)
-    return False
+    if site.lazy_frame is not None and any(fr is site.lazy_frame for fr in write.frames):
+        return True
+    if site.lazy_exit is not None and (
+        write.order > site.lazy_exit.order and is_prefix(site.lazy_exit.frames, write.frames)
+    ):
+        return True
+    return _follows_in_the_same_call(site, write)
+
+
+def _follows_in_the_same_call(site: AllocationSite, write: InplaceWrite) -> bool:
+    """The write comes after the allocation inside every block that holds the allocation
+    (``self._b = torch.zeros(n)`` then ``for i in ids: self._b[i] = v``), so each run of
+    the write follows a run of the allocation in the same call, under the same mode,
+    unless a ``with`` between them changes it or the write waits in a lambda. Not for an
+    allocation behind a call (a get-or-create helper, a project function that may cache)
+    or kept by ``setdefault``: those may hand back what an earlier call made."""
+    if site.helper or site.chain is not None or site.lazy == "setdefault":
+        return False
+    if write.order <= site.order or not is_prefix(site.frames, write.frames):
+        return False
+    return all(
+        fr.mode is None and fr.kind not in ("lambda", "comp") for fr in write.frames[len(site.frames) :]
+    )
 
 
 class WriteIndex:
@@ -112,8 +130,9 @@ def find_writes(
         if hits(windex.tokens[id(w)]):
             if not _allocation_time(site, w):
                 site.writes.append(w)
-            elif w.order > site.order or w.handle is site.call:
-                # ``buf = torch.empty(n); buf.copy_(x)``, ``torch.empty(n).copy_(x)``
+            elif (w.order > site.order or w.handle is site.call) and w.kind != HANDED_WRITE:
+                # ``buf = torch.empty(n); buf.copy_(x)``, ``torch.empty(n).copy_(x)``; a
+                # tensor handed to unreadable code (``pool.append(buf)``) may stay blank
                 site.filled = True
     # Other functions that can see the same storage.
     kind = own.root_kind(store.root) if store.root is not None else "global"

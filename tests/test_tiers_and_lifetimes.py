@@ -1243,3 +1243,32 @@ def test_conditions_follow_definitions_once_per_name(monkeypatch):
     )
     assert [(f.line, f.code) for f in LINTER.check_text("t.py", code)] == [(46, "IM002")]
     assert len(calls) < 400
+
+
+FILL_AFTER = """
+import torch
+
+class Bias:
+    def __init__(self, ids):
+        self.ids = ids
+        self.bias = None
+
+    def __call__(self, logits):
+        if self.bias is None:
+            self._init(logits)
+        return logits + self.bias
+
+    def _init(self, logits):
+        self.bias = torch.zeros(logits.shape[-1], device=logits.device)
+        for i in self.ids:
+            {fill}
+"""
+
+
+def test_a_fill_that_follows_the_allocation_in_the_same_call_is_not_a_later_write():
+    # The fill runs right after the allocation, every time and in the same mode: the
+    # tensor is only read afterwards.
+    assert codes(FILL_AFTER.format(fill="self.bias[i] = -1.0")) == [(15, "IM005")]
+    # A ``with`` between them that leaves inference mode writes outside it.
+    left = "with torch.inference_mode(False):\n                self.bias[i] = -1.0"
+    assert codes(FILL_AFTER.format(fill=left)) == [(15, "IM001")]
