@@ -50,7 +50,8 @@ def _follows_in_the_same_call(site: AllocationSite, write: InplaceWrite) -> bool
     if write.order <= site.order or not is_prefix(site.frames, write.frames):
         return False
     return all(
-        fr.mode is None and fr.kind not in ("lambda", "comp") for fr in write.frames[len(site.frames) :]
+        fr.mode is None and fr.kind not in ("lambda", "comp")
+        for fr in write.frames[len(site.frames) :]
     )
 
 
