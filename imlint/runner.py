@@ -165,11 +165,22 @@ def _init_pool_worker(settings: Settings, mode: str, fast: bool, debug: bool) ->
     of Python's parse time. Parse trees hold no cycles (the models' few are collected,
     less often); objects that live from start-up on are left out of collections. Only
     in worker processes: a run in this process leaves the caller's collector alone."""
-    gc.freeze()
-    gc.set_threshold(100_000, 50, 100)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler
     _die_with_parent()
     _init_worker(settings, mode, fast, debug)
+    _load_work_modules()
+    gc.freeze()
+    gc.set_threshold(100_000, 50, 100)
+
+
+def _load_work_modules() -> None:
+    """Import what the tasks run (LibCST, the engine) before any per-file time limit is
+    armed: a limit that fired inside an import would leave modules half made (LibCST's
+    ``_nodes``), failing every later file of the process. A worker that is spawned, not
+    forked, imports them here (macOS, and Linux from Python 3.14)."""
+    import imlint.engine  # noqa: F401  # brings LibCST, the model and the rules
+    import imlint.project  # noqa: F401
+    import imlint.source  # noqa: F401
 
 
 def _die_with_parent() -> None:
@@ -835,6 +846,7 @@ def _run(tasks: list[tuple[Any, ...]], workers: Workers, phase: str) -> Iterable
     settings, mode, fast, debug = workers.args
     if workers.jobs <= 1 or len(tasks) < 2:
         _init_worker(settings, mode, fast, debug)
+        _load_work_modules()
         task = _summarize_task if phase == "summarize" else _check_task
         yield from (_guarded(args[0], task, args) for args in tasks)
         return

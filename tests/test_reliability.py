@@ -156,6 +156,57 @@ def test_per_file_time_limit_reports_and_skips(tmp_path):
         assert "good.py:8:" in r.stdout
 
 
+def test_a_time_limit_never_fires_inside_the_import_of_libcst(tmp_path):
+    """The per-file time limit is armed only around a file's own work: the parser's
+    import (slow on a cold disk) runs before it, so a limit can never leave LibCST half
+    imported and fail the files after it (``AttributeError`` about ``libcst._nodes``).
+    Workers are spawned, as on macOS and on Linux from Python 3.14, so that they import
+    LibCST themselves; a planted import hook (``sitecustomize``, which spawned workers
+    run too) waits for as long as a time limit is armed: without one it returns at once,
+    so nothing here depends on how fast the machine is."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for i in range(4):
+        (tree / f"m{i}.py").write_text(LAZY.replace("_C", f"_C{i}"))
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(
+        "import signal, sys, time\n"
+        "class Slow:\n"
+        "    done = False\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.startswith('libcst') and not Slow.done:\n"
+        "            Slow.done = True\n"
+        "            while signal.getitimer(signal.ITIMER_REAL)[0] > 0:\n"
+        "                time.sleep(0.05)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Slow())\n"
+    )
+    code = (
+        "import multiprocessing, sys\n"
+        "multiprocessing.set_start_method('spawn', force=True)\n"
+        "from imlint.cli import main\n"
+        "sys.argv = ['imlint', *sys.argv[1:]]\n"
+        "main()\n"
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(hooks), *filter(None, [env.get("PYTHONPATH")])])
+    for jobs in ("1", "2"):
+        r = subprocess.run(
+            [sys.executable, "-c", code, "check", ".", "--no-cache", "--timeout", "5", "-j", jobs],
+            cwd=tree,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+        assert r.returncode == 1, r.stderr
+        assert "error" not in r.stderr, r.stderr
+        assert sorted(x.split(":")[0] for x in r.stdout.splitlines() if ":8:" in x) == [
+            f"m{i}.py" for i in range(4)
+        ]
+
+
 def test_no_traceback_unless_debug(tmp_path):
     (tmp_path / "a.py").write_text(LAZY)
     code = (
