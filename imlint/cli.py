@@ -17,6 +17,7 @@ from imlint.config import ConfigError, Settings
 from imlint.discovery import discover, project_context
 from imlint.finding import Finding
 from imlint.outcome import Outcome
+from imlint.pool import default_jobs
 from imlint.progress import Progress
 from imlint.report import (
     display_path,
@@ -32,7 +33,7 @@ from imlint.report import (
     write_text,
 )
 from imlint.resolve import Overrides, SettingsResolver
-from imlint.runner import CACHE_DIR, RunStats, default_jobs, facts_of_text, run_files
+from imlint.runner import CACHE_DIR, RunStats, facts_of_text, run_files
 
 
 def print_error(path: str, message: str) -> None:

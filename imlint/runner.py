@@ -18,21 +18,15 @@ Nothing here imports LibCST: a warm run (everything cached) never loads the pars
 
 from __future__ import annotations
 
-import concurrent.futures as cf
-import contextlib
 import dataclasses
-import faulthandler
-import functools
 import gc
 import hashlib
 import json
 import os
-import re
-import signal
 import stat
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,27 +36,12 @@ from imlint.config import Settings
 from imlint.finding import Finding
 from imlint.index_facts import FileFacts
 from imlint.outcome import Outcome
-from imlint.vocabulary import DERIVING_CALL, TENSOR_NEW_METHODS, TORCH_ALLOCATORS
+from imlint.pool import Summarized, Workers, run_tasks
 
 CACHE_DIR = ".imlint_cache"
 #: What a file means depends on the Python that parses it (syntax errors, the marshal
 #: format): every cache is kept per Python version.
 _PYTHON = "py{}.{}".format(*sys.version_info[:2])
-
-
-def allocator_pattern(settings: Settings) -> re.Pattern[bytes]:
-    """Bytes that every file with an allocation site contains, from the rules' vocabulary.
-
-    An allocation is a call whose callee resolves to a torch factory, a ``new_*`` tensor
-    method or a configured allocator; its spelling, or the import that aliases it, holds
-    the name as a word.
-    """
-    words = set(TORCH_ALLOCATORS | TENSOR_NEW_METHODS)
-    for name in settings.options.extra_allocators:
-        words.add(name.rsplit(".", 1)[-1])
-    alternation = "|".join(sorted(re.escape(w) for w in words))
-    # ``x.to(d)``: a deriving method only as a call (``to`` is a word of every file).
-    return re.compile(rb"\b(?:" + alternation.encode() + rb")\b|" + DERIVING_CALL.encode())
 
 
 # ---------------------------------------------------------------------------- the cache
@@ -148,192 +127,6 @@ def _stream_digest(path: str, limit: int) -> str | None:
         while chunk := fh.read(1 << 20):
             h.update(chunk)
         return h.hexdigest()
-
-
-def digest_of(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-# -------------------------------------------------------------------------- the workers
-
-_WORKER: dict[str, Any] = {}
-
-
-def _init_pool_worker(settings: Settings, mode: str, fast: bool, debug: bool) -> None:
-    """A worker process's start. Parsing builds hundreds of thousands of objects, and
-    with the default thresholds the cyclic collector runs every 700 of them: a quarter
-    of Python's parse time. Parse trees hold no cycles (the models' few are collected,
-    less often); objects that live from start-up on are left out of collections. Only
-    in worker processes: a run in this process leaves the caller's collector alone."""
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler
-    _die_with_parent()
-    _init_worker(settings, mode, fast, debug)
-    _load_work_modules()
-    gc.freeze()
-    gc.set_threshold(100_000, 50, 100)
-
-
-def _load_work_modules() -> None:
-    """Import what the tasks run (LibCST, the engine) before any per-file time limit is
-    armed: a limit that fired inside an import would leave modules half made (LibCST's
-    ``_nodes``), failing every later file of the process. A worker that is spawned, not
-    forked, imports them here (macOS, and Linux from Python 3.14)."""
-    import imlint.engine  # noqa: F401  # brings LibCST, the model and the rules
-    import imlint.project  # noqa: F401
-    import imlint.source  # noqa: F401
-
-
-def _die_with_parent() -> None:
-    """A worker ends when the run that started it ends, however it ends (killed
-    included): Linux's parent-death signal; Ctrl-C reaches the whole process group."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the pool's own shutdown still applies
-        return
-    if os.getppid() == 1:  # the parent died before the signal was set
-        os._exit(1)
-
-
-def _init_worker(settings: Settings, mode: str, fast: bool, debug: bool) -> None:
-    if _WORKER.get("settings") is not settings:
-        _WORKER.pop("linter", None)  # made for other settings (another configuration)
-    _WORKER.update(
-        settings=settings,
-        mode=mode,
-        fast=fast,
-        debug=debug,
-        pattern=allocator_pattern(settings),
-    )
-
-
-def _linter() -> Any:
-    linter = _WORKER.get("linter")
-    if linter is None:
-        from imlint.engine import Linter  # in the worker: phase one never loads LibCST
-
-        linter = _WORKER["linter"] = Linter(_WORKER["settings"])
-    return linter
-
-
-def _work(phase: str, tasks: list[tuple[Any, ...]]) -> list[Any]:
-    _WORKER["hard"] = True  # in a worker process: a hard time limit may end it
-    task = _summarize_task if phase == "summarize" else _check_task
-    return [_guarded(args[0], task, args) for args in tasks]
-
-
-class FileTimeout(Exception):
-    """A file took longer than the per-file limit."""
-
-
-def _alarm(signum: int, frame: object) -> None:
-    raise FileTimeout
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: float) -> Iterator[None]:
-    """Interrupt the work on one file after ``seconds`` (where SIGALRM exists)."""
-    if seconds <= 0 or not hasattr(signal, "setitimer"):
-        yield
-        return
-    previous = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-@dataclass
-class Summarized:
-    """Phase one for one file: its project summary, or the one-line error that the
-    file gets instead of a check (it cannot be read, decoded or parsed by Python)."""
-
-    path: str
-    digest: str = ""
-    summary: tuple[object, ...] | None = None
-    error: str | None = None
-
-
-def _summarize_task(path: str) -> Summarized:
-    from imlint.project import summarize
-    from imlint.source import InvalidSource, SourceError, python_parse, read_source
-
-    try:
-        source = read_source(path, _WORKER["settings"].max_file_size)
-    except SourceError as exc:
-        return Summarized(path, error=str(exc))
-    digest = digest_of(source.raw)
-    try:
-        tree = python_parse(source.text)
-    except InvalidSource as exc:
-        return Summarized(path, digest, error=str(exc))
-    summary = summarize(path, source.text, _WORKER["settings"].options, tree)
-    return Summarized(path, digest, summary.to_data())
-
-
-def _check_task(path: str, facts: FileFacts) -> Outcome:
-    from imlint.engine import process_file
-
-    return process_file(
-        _linter(),
-        path,
-        _WORKER["mode"],
-        _WORKER["pattern"] if _WORKER["fast"] else None,
-        facts,
-    )
-
-
-def _guarded(path: str, task: Any, args: tuple[Any, ...]) -> Any:
-    """Run ``task`` on one file under the time limit; failures become one line."""
-    limit = _WORKER["settings"].timeout
-    hard = _WORKER.get("hard", False) and limit > 0
-    failed = Summarized if task is _summarize_task else Outcome
-    if hard:
-        # Native code (the parser) cannot be interrupted by a signal handler; a C-level
-        # watchdog ends the worker instead, and the parent reports this file.
-        faulthandler.dump_traceback_later(limit + 5, exit=True, file=_devnull())
-    try:
-        with _time_limit(limit):
-            return task(*args)
-    except FileTimeout:
-        return failed(path, error=f"skipped: took longer than {limit:g} s (the per-file `timeout`)")
-    except Exception as exc:  # an imlint bug must not stop the other files
-        if _WORKER["debug"]:
-            import traceback
-
-            traceback.print_exc()
-        return failed(
-            path, error=f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)"
-        )
-    finally:
-        if hard:
-            faulthandler.cancel_dump_traceback_later()
-
-
-_DEVNULL: list[Any] = []
-
-
-def _devnull() -> Any:
-    if not _DEVNULL:
-        _DEVNULL.append(open(os.devnull, "w"))  # noqa: SIM115  # kept open for the watchdog
-    return _DEVNULL[0]
-
-
-def _chunks(items: list[tuple[Any, ...]], size: int) -> Iterator[list[tuple[Any, ...]]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
-
-
-def default_jobs() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 class SummaryCache:
@@ -563,7 +356,7 @@ class _Summaries:
                     self.fresh[path] = data
                     self.known[path] = summary_digest(data)
             need = [p for p in need if p not in self.fresh]
-        for n, done in enumerate(_run([(p,) for p in need], self.workers, "summarize"), 1):
+        for n, done in enumerate(run_tasks([(p,) for p in need], self.workers, "summarize"), 1):
             assert isinstance(done, Summarized)
             if self.progress is not None:
                 self.progress("indexing", n, len(need))
@@ -607,7 +400,7 @@ class _Summaries:
                     if cached is not None:
                         data[p] = cached
             missing = [p for p in self.known if p not in data]
-            for done in _run([(p,) for p in missing], self.workers, "summarize"):
+            for done in run_tasks([(p,) for p in missing], self.workers, "summarize"):
                 if isinstance(done, Summarized) and done.summary is not None:
                     data[done.path] = done.summary
                     if self.cache is not None:
@@ -736,7 +529,7 @@ def _check(
                 results[path] = hit
                 continue
         todo.append((path, facts[path]))
-    for n, outcome in enumerate(_run(todo, workers, "check"), 1):
+    for n, outcome in enumerate(run_tasks(todo, workers, "check"), 1):
         assert isinstance(outcome, Outcome)
         if progress is not None:
             progress("checking", n, len(todo))
@@ -797,94 +590,3 @@ def facts_of_text(
         raise
     finally:
         workers.close()
-
-
-class Workers:
-    """The worker processes of one run, shared by both phases.
-
-    They are started by the first phase that needs them, while this process is still
-    small (forked workers share its memory: started after the project index is built,
-    each would count the index in its own size).
-    """
-
-    def __init__(self, settings: Settings, mode: str, jobs: int, fast: bool, debug: bool) -> None:
-        self.args = (settings, mode, fast, debug)
-        self.jobs = jobs
-        self.pool: cf.ProcessPoolExecutor | None = None
-
-    def get(self) -> cf.ProcessPoolExecutor:
-        if self.pool is None:
-            self.pool = cf.ProcessPoolExecutor(
-                max_workers=self.jobs, initializer=_init_pool_worker, initargs=self.args
-            )
-        return self.pool
-
-    def discard(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
-
-    def close(self) -> None:
-        self.discard()
-
-    def abort(self) -> None:
-        """End every worker now (an interrupted run: a worker may be mid-file, and
-        waiting for it could take as long as the file does)."""
-        pool, self.pool = self.pool, None
-        if pool is None:
-            return
-        for process in list(getattr(pool, "_processes", {}).values()):
-            with contextlib.suppress(Exception):
-                process.terminate()
-        pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _run(tasks: list[tuple[Any, ...]], workers: Workers, phase: str) -> Iterable[Any]:
-    """Run one phase's tasks (``(path, ...)``) in workers; results as they finish."""
-    if not tasks:
-        return
-    settings, mode, fast, debug = workers.args
-    if workers.jobs <= 1 or len(tasks) < 2:
-        _init_worker(settings, mode, fast, debug)
-        _load_work_modules()
-        task = _summarize_task if phase == "summarize" else _check_task
-        yield from (_guarded(args[0], task, args) for args in tasks)
-        return
-    failed = Summarized if phase == "summarize" else Outcome
-    work = functools.partial(_work, phase)
-    done: set[str] = set()
-    chunk = max(1, min(16, len(tasks) // (workers.jobs * 4)))
-    try:
-        for batch in workers.get().map(work, _chunks(tasks, chunk)):
-            for result in batch:
-                done.add(result.path)
-                yield result
-        return
-    except cf.process.BrokenProcessPool:
-        workers.discard()
-    # A worker died: one worker, one file at a time, to find the culprit; then the rest
-    # of the files in a fresh pool, and so on.
-    remaining = [t for t in tasks if t[0] not in done]
-    isolate = True
-    while remaining:
-        size, chunk = (1, 1) if isolate else (workers.jobs, 1)
-        try:
-            with cf.ProcessPoolExecutor(
-                max_workers=size, initializer=_init_pool_worker, initargs=workers.args
-            ) as pool:
-                for batch in pool.map(work, _chunks(remaining, chunk)):
-                    for result in batch:
-                        done.add(result.path)
-                        yield result
-            remaining = []
-        except cf.process.BrokenProcessPool:
-            remaining = [t for t in remaining if t[0] not in done]
-            if isolate and remaining:
-                # Files run in order on the single worker: the first unfinished one killed it.
-                culprit, remaining = remaining[0], remaining[1:]
-                done.add(culprit[0])
-                yield failed(
-                    culprit[0],
-                    error="the worker ended on this file (a crash, or the time limit hit in native code)",
-                )
-            isolate = not isolate

@@ -207,6 +207,38 @@ def test_a_time_limit_never_fires_inside_the_import_of_libcst(tmp_path):
         ]
 
 
+def test_a_worker_ended_by_the_watchdog_loses_nothing_and_runs_its_file_once(tmp_path):
+    """A file stuck where the time limit's signal cannot reach (native code: here the
+    signal is blocked) is ended by the watchdog with its worker, which breaks the pool.
+    The files the workers had already fixed are reported as fixed (their outcomes were
+    lost with the pool), and the stuck file is reported once and never started again."""
+    fixable = 24
+    for i in range(fixable):
+        (tmp_path / f"m{i:02}.py").write_text(LAZY.replace("_C", f"_C{i}"))
+    (tmp_path / "a_stuck.py").write_text(LAZY.replace("_C", "_S"))
+    starts = tmp_path.parent / f"{tmp_path.name}-starts"
+    patch = (
+        "import os, signal, time, imlint.engine as e\n"
+        "real = e.Linter.check_all\n"
+        "def stuck(self, path, *a, **k):\n"
+        "    if path.endswith('a_stuck.py'):\n"
+        f"        with open({str(starts)!r}, 'a') as fh: fh.write('started\\n')\n"
+        "        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])\n"
+        "        while True: time.sleep(60)\n"
+        "    return real(self, path, *a, **k)\n"
+        "e.Linter.check_all = stuck\n"
+    )
+    r = _run_patched(patch, ["fix", ".", "--no-cache", "--timeout", "10", "-j", "2"], tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert f"Fixed {fixable} findings in {fixable} files" in r.stdout + r.stderr
+    (line,) = [x for x in r.stderr.splitlines() if x.startswith("a_stuck.py")]
+    assert "took longer than 10 s" in line
+    assert starts.read_text() == "started\n"
+    assert all(
+        "inference_mode(False)" in (tmp_path / f"m{i:02}.py").read_text() for i in range(fixable)
+    )
+
+
 def test_no_traceback_unless_debug(tmp_path):
     (tmp_path / "a.py").write_text(LAZY)
     code = (
