@@ -375,7 +375,14 @@ class Collector(SiteFinder, CallWrites, Bindings, cst.CSTVisitor):
         node = at if at is not None else handle
         self._locate(node)
         frames = self._snapshot()
-        kind = write_kind(kind, frames_mode(frames, f))
+        mode = frames_mode(frames, f)
+        if (
+            mode is Mode.UNKNOWN
+            and f.qualname in self.facts.confined
+            and not any(fr.kind == "lambda" for fr in frames)
+        ):
+            mode = Mode.INFERENCE  # every call path to the function runs in inference mode
+        kind = write_kind(kind, mode)
         f.writes.append(
             InplaceWrite(handle, text, frames, self._next(), node, f, self.positions, kind)
         )

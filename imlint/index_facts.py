@@ -61,6 +61,9 @@ class FileFacts:
     #: ``<class name>|<attribute>`` of this file's classes that code other than
     #: construction replaces unconditionally (see ``Holders.replaced``)
     replaced_attrs: frozenset[str] = frozenset()
+    #: functions of this file that run only inside inference mode, by their call paths
+    #: (``ReachFinder.confined_functions``): their torch writes cannot raise
+    confined: frozenset[str] = frozenset()
 
     def needs_model(self) -> bool:
         """Whether the file can hold a site at all: else LibCST need not see it."""
@@ -106,6 +109,7 @@ class FactsFinder:
     modules: dict[str, FileSummary]
     construction: set[Target]
     warmed: set[Target]
+    confined: set[Target]
     lifetimes: Lifetimes
     holders: Holders
     per_call_params: set[tuple[Target, str]]
@@ -220,6 +224,7 @@ class FactsFinder:
         return {
             "construction": frozenset(self._by_module(self.construction).get(module, ())),
             "warmed": frozenset(self._by_module(self.warmed).get(module, ())),
+            "confined": frozenset(self._by_module(self.confined).get(module, ())),
             "per_call_classes": frozenset(self._by_module(self.lifetimes.per_call).get(module, ())),
             "per_call_params": frozenset(
                 f"{target[1]}|{param}"

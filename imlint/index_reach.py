@@ -1,6 +1,7 @@
 """Reach: whether an inference-mode region can call a function (a shortest call path
-for the message), and whether every call path passes through ``inference_mode(False)``
-(then the site is not reported), over the project index's call graph."""
+for the message), whether every call path passes through ``inference_mode(False)``
+(then the site is not reported), and which functions run only inside inference mode
+(their torch writes cannot raise), over the project index's call graph."""
 
 from __future__ import annotations
 
@@ -38,6 +39,8 @@ class ReachFinder:
     callers: dict[Target, list[tuple[Target, str]]]
     #: last name -> the call sites by that name the index cannot resolve
     unresolved_sites: dict[str, list[tuple[Target, str]]]
+
+    summaries: list[FileSummary]
 
     if TYPE_CHECKING:
 
@@ -114,4 +117,44 @@ class ReachFinder:
             )
         return "every call path passes through `inference_mode(False)` in " + ", ".join(
             sorted(set(guards))
+        )
+
+    def confined_functions(self) -> set[Target]:
+        """Functions every call path to which runs inside inference mode: decorated with
+        it, or called only from ``inference_mode()`` regions (a ``with`` block, a
+        decorated caller) and from functions so confined. An entry point (nothing in the
+        project calls it: code outside may), a call the index cannot resolve by the
+        function's name, module-level code, a thread or ``inference_mode(False)`` on
+        the way leaves it open, and every function it calls outside a region too."""
+        decorated: set[Target] = set()
+        everything: list[Target] = []
+        for s in self.summaries:
+            for d in s.defs.values():
+                if d.kind == "function":
+                    target = (s.module, d.qual)
+                    everything.append(target)
+                    if d.mode == "inference":
+                        decorated.add(target)
+        calls: dict[Target, list[Target]] = {}  # caller -> callees, outside a region
+        for callee, callers in self.callers.items():
+            for caller, region in callers:
+                if region != "inference":
+                    calls.setdefault(caller, []).append(callee)
+        pending = [t for t in everything if t not in decorated and self._opens(t)]
+        open_ = set(pending)
+        while pending:
+            for callee in calls.get(pending.pop(), ()):
+                if callee not in open_ and callee not in decorated:
+                    open_.add(callee)
+                    pending.append(callee)
+        return {t for t in everything if t not in open_}
+
+    def _opens(self, target: Target) -> bool:
+        """Whether a call path to ``target`` can start outside inference mode right at
+        its callers (what :meth:`confined_functions` spreads to callees)."""
+        callers = self.callers.get(target)
+        if not callers or self.unresolved_sites.get(target[1].rsplit(".", 1)[-1]):
+            return True
+        return any(
+            region in MODE_OFF_REGIONS or caller[1] == MODULE_SCOPE for caller, region in callers
         )

@@ -57,7 +57,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 20
+SUMMARY_VERSION = 21
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -1027,8 +1027,6 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
     def _build(self) -> None:
         self._find_allocators()
         self._find_helpers()
-        self.param_writes = param_writes(self)
-        self.result_writes = result_writes(self)
         for s in self.summaries:
             for d in s.defs.values():
                 caller = (s.module, d.qual)
@@ -1053,6 +1051,10 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
                     made = self.builds(caller, text)
                     if made is not None:
                         self.building[(caller, target)] = made
+        # Writes read which functions run only inside inference mode (the call graph).
+        self.confined = self.confined_functions()
+        self.param_writes = param_writes(self)
+        self.result_writes = result_writes(self)
         # Both read the call graph just built.
         # Construction needs to know which objects are made per call (building one is
         # not set-up), and lifetimes what runs in construction: one round each way.

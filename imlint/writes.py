@@ -9,6 +9,8 @@ import libcst as cst
 from imlint.names import string_value
 from imlint.semantic import (
     HANDED_WRITE,
+    INFERENCE_WRITE,
+    TORCH_WRITE,
     WRITE_STRENGTH,
     AllocationSite,
     FunctionModel,
@@ -257,7 +259,7 @@ def param_writes(index: ProjectIndex) -> dict[Target, dict[str, str]]:
         for d in s.defs.values():
             me = (s.module, d.qual)
             for param, kind in d.pwrites:
-                _join(out.setdefault(me, {}), param, kind)
+                _join(out.setdefault(me, {}), param, confine(index, me, kind))
             for text, key, param in d.passes:
                 target, outside = _callee(index, s, d, text)
                 if target is None and not outside:
@@ -276,6 +278,12 @@ def param_writes(index: ProjectIndex) -> dict[Target, dict[str, str]]:
             if written is not None and _join(out.setdefault(me, {}), param, written):
                 changed = True
     return {k: v for k, v in out.items() if v}
+
+
+def confine(index: ProjectIndex, writer: Target, kind: str) -> str:
+    """A torch write by a function that runs only inside inference mode cannot raise
+    (``ProjectIndex.confined``): it counts as ``INFERENCE_WRITE``."""
+    return INFERENCE_WRITE if kind == TORCH_WRITE and writer in index.confined else kind
 
 
 def _join(writes: dict[str, str], param: str, kind: str) -> bool:
@@ -303,10 +311,12 @@ def result_writes(index: ProjectIndex) -> dict[Target, dict[str, tuple[str, str]
     for s in index.summaries:
         for d in s.defs.values():
             where = f"{d.qual} ({s.path})"
+            me = (s.module, d.qual)
             for text, how, key in d.rwrites:
                 target = index.resolve(s, d, text)
                 if target is not None:
-                    record(target, key, _rwrite_kind(index, s, d, how), where)
+                    kind = _rwrite_kind(index, s, d, how)
+                    record(target, key, kind and confine(index, me, kind), where)
             # A getter handed on as a callable (``merge(out, self._get_bufs)``): what
             # the callee does with the results of calling that parameter.
             for text, arg, owner in d.passes:

@@ -1272,3 +1272,46 @@ def test_a_fill_that_follows_the_allocation_in_the_same_call_is_not_a_later_writ
     # A ``with`` between them that leaves inference mode writes outside it.
     left = "with torch.inference_mode(False):\n                self.bias[i] = -1.0"
     assert codes(FILL_AFTER.format(fill=left)) == [(15, "IM001")]
+
+
+CONFINED = """
+import torch
+
+class Runner:
+    def __init__(self):
+        self.buf = None
+
+    def _ensure(self, n):
+        if self.buf is None or self.buf.numel() < n:
+            self.buf = torch.empty(n)
+
+    def _step(self, x):
+        self._ensure(x.numel())
+        self.buf[: x.numel()].copy_(x)
+
+    {caller}
+"""
+
+
+def test_a_write_whose_every_call_path_runs_in_inference_mode_is_latent():
+    decorated = "@torch.inference_mode()\n    def run(self, x):\n        self._step(x)"
+    assert codes(CONFINED.format(caller=decorated)) == [(10, "IM002")]
+    block = "def run(self, x):\n        with torch.inference_mode():\n            self._step(x)"
+    assert codes(CONFINED.format(caller=block)) == [(10, "IM002")]
+    # A caller outside inference mode opens the path: the write can raise.
+    both = decorated + "\n\n    def warm(self, x):\n        self._step(x)"
+    assert codes(CONFINED.format(caller=both)) == [(10, "IM001")]
+    # Nothing in the project calls it: code outside may, in any mode.
+    assert codes(CONFINED.format(caller="pass")) == [(10, "IM001")]
+    # A helper the tensor is handed to writes it, only ever called from the same path.
+    helper = CONFINED.replace("self.buf[: x.numel()].copy_(x)", "fill(self.buf, x)")
+    helper += "\n\ndef fill(buf, x):\n    buf[: x.numel()].copy_(x)\n"
+    assert codes(helper.format(caller=decorated)) == [(10, "IM002")]
+    assert codes(helper.format(caller=both)) == [(10, "IM001")]
+    # Turned off on the way (``inference_mode(False)`` inside the decorated caller): the
+    # allocation is made outside inference mode on every path, so nothing is reported.
+    off = (
+        "@torch.inference_mode()\n    def run(self, x):\n"
+        "        with torch.inference_mode(False):\n            self._step(x)"
+    )
+    assert codes(CONFINED.format(caller=off)) == []
