@@ -209,6 +209,8 @@ def _guarded(path: str, task: Any, args: tuple[Any, ...]) -> Any:
             return task(*args)
     except FileTimeout:
         return failed(path, error=f"skipped: took longer than {limit:g} s (the per-file `timeout`)")
+    except MemoryError:
+        return failed(path, error=_out_of_memory(path))
     except Exception as exc:  # an imlint bug must not stop the other files
         if _WORKER["debug"]:
             import traceback
@@ -220,6 +222,16 @@ def _guarded(path: str, task: Any, args: tuple[Any, ...]) -> Any:
     finally:
         if hard:
             faulthandler.cancel_dump_traceback_later()
+
+
+def _out_of_memory(path: str) -> str:
+    """The one line for a file whose check ran out of memory (a limit such as
+    ``ulimit -v``, a giant file read with ``max-file-size = 0``)."""
+    try:
+        size = f" ({os.stat(path).st_size / 1e6:.1f} MB)"
+    except OSError:
+        size = ""
+    return f"skipped: ran out of memory on this file{size}; `max-file-size` skips such files"
 
 
 _DEVNULL: list[Any] = []

@@ -239,6 +239,46 @@ def test_a_worker_ended_by_the_watchdog_loses_nothing_and_runs_its_file_once(tmp
     )
 
 
+def test_running_out_of_memory_on_a_file_is_one_line_and_the_others_are_checked(tmp_path):
+    """Under a memory limit (``ulimit -v``: 1.5 GiB here), a 2 GiB file read with the
+    size limit off fails alone, with one line that says so; the other files are still
+    checked, with and without the cache (whose digest streams the file)."""
+    resource = pytest.importorskip("resource")
+    big = tmp_path / "big.py"
+    with open(big, "wb") as fh:
+        fh.truncate(2 * 1024**3)  # sparse: no disk is used
+    (tmp_path / "good.py").write_text(LAZY)
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 1024**3 // 2, 3 * 1024**3 // 2))
+
+    for extra in (["--no-cache"], []):
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "imlint",
+                "check",
+                ".",
+                "--max-file-size",
+                "0",
+                "-j",
+                "1",
+                *extra,
+            ],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            preexec_fn=limit,
+            timeout=900,
+        )
+        assert r.returncode == 2, r.stderr
+        assert "Traceback" not in r.stderr
+        (line,) = [x for x in r.stderr.splitlines() if x.startswith("big.py")]
+        assert "ran out of memory on this file (2147.5 MB)" in line
+        assert "good.py:8:" in r.stdout
+
+
 def test_no_traceback_unless_debug(tmp_path):
     (tmp_path / "a.py").write_text(LAZY)
     code = (
