@@ -73,6 +73,10 @@ TREES: dict[str, tuple[str, str, str]] = {
     # and a KV-cache offloading layer that serving engines load
     "vllm-omni-0.30.0": ("vllm-omni", "0.30.0", "vllm_omni"),
     "lmcache-0.5.6": ("lmcache", "0.5.6", "lmcache"),
+    # never tuned on, sampled fresh (fresh13): an LLM inference runtime, and a library
+    # of quantized inference with its own caches
+    "tokenspeed-0.1.1": ("tokenspeed", "0.1.1", "tokenspeed"),
+    "exllamav2-0.3.2": ("exllamav2", "0.3.2", "exllamav2"),
     SEED_TREE: ("sglang", "0.5.18", "sglang"),
 }
 SCORED = ("sglang-0.5.23", "vllm-0.33.0", "lmdeploy-0.18.0")
@@ -85,6 +89,8 @@ ALIASES = {
     "aphrodite": "aphrodite-engine-0.24.1",
     "vllm-omni": "vllm-omni-0.30.0",
     "lmcache": "lmcache-0.5.6",
+    "tokenspeed": "tokenspeed-0.1.1",
+    "exllamav2": "exllamav2-0.3.2",
 }
 VERDICTS = {"tp": "TP", "fp": "FP", "unsure": "unsure"}
 IM003_BY_CATEGORY = {"torch-write": "error", "kernel-write": "warning"}
