@@ -26,9 +26,11 @@ class LazyBufferLatent(Rule):
     at creation) is its input (IM005). Blank storage that nothing visible writes is
     filled by code out of sight before anything reads it: IM002 too. A torch in-place
     write that runs only inside `inference_mode()` (a `with torch.inference_mode():`
-    block, a function decorated with it) is allowed on an inference tensor, so it
-    keeps the hazard latent too. One that torch writes in place anywhere else imlint
-    can see is IM001's.
+    block, a function decorated with it, or a function that every call path in the
+    project reaches only through one of those) is allowed on an inference tensor, so
+    it keeps the hazard latent too. A function nothing in the project calls may be
+    called from outside, in any mode. One that torch writes in place anywhere else
+    imlint can see is IM001's.
 
     ## Why is this bad?
     If the first call happens under `torch.inference_mode()` (a warm-up, an autotune,
