@@ -86,23 +86,7 @@ class SiteFinder:
 
     def call_key(self, func: cst.BaseExpression) -> str | None:
         """A call's callee as the project index spells it (see ``FileFacts``)."""
-        f = self.func
-        text = dotted_name(func)
-        if (
-            text is None
-            and isinstance(func, cst.Attribute)
-            and isinstance(func.value, cst.Call)
-            and f is not None
-        ):
-            inner = dotted_name(func.value.func)  # ``load_module(cfg).run``
-            if inner is not None and inner.split(".", 1)[0] != f.self_name:
-                return f"{inner}().{func.attr.value}"
-        if text is None or f is None:
-            return None
-        head, _, rest = text.partition(".")
-        if f.self_name is not None and head == f.self_name:
-            return f"{f.cls.name}|self.{rest}" if f.cls is not None and rest else None
-        return text
+        return call_key(func, self.func)
 
     def _allocator(self, node: cst.Call) -> tuple[str, str | None, bool, str] | None:
         """(allocator, chain, returns an object, what the returned tensor holds) for a
@@ -263,3 +247,24 @@ def zero_elements(node: cst.Call) -> bool:
         [el.value for el in first.elements] if isinstance(first, (cst.Tuple, cst.List)) else [first]
     )
     return any(isinstance(d, cst.Integer) and d.value == "0" for d in dims)
+
+
+def call_key(func: cst.BaseExpression, f: FunctionModel | None) -> str | None:
+    """A call's callee in ``f`` as the project index spells it (see ``FileFacts``):
+    ``make_buf``, ``mod.Wrapper``, ``Class|self.method`` for a call on ``self``."""
+    text = dotted_name(func)
+    if (
+        text is None
+        and isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Call)
+        and f is not None
+    ):
+        inner = dotted_name(func.value.func)  # ``load_module(cfg).run``
+        if inner is not None and inner.split(".", 1)[0] != f.self_name:
+            return f"{inner}().{func.attr.value}"
+    if text is None or f is None:
+        return None
+    head, _, rest = text.partition(".")
+    if f.self_name is not None and head == f.self_name:
+        return f"{f.cls.name}|self.{rest}" if f.cls is not None and rest else None
+    return text

@@ -64,6 +64,9 @@ class FileFacts:
     #: functions of this file that run only inside inference mode, by their call paths
     #: (``ReachFinder.confined_functions``): their torch writes cannot raise
     confined: frozenset[str] = frozenset()
+    #: call texts of project functions that return a container each call builds and
+    #: keeps nowhere (``DefSummary.fresh``): what callers store in it is theirs
+    fresh_results: frozenset[str] = frozenset()
 
     def needs_model(self) -> bool:
         """Whether the file can hold a site at all: else LibCST need not see it."""
@@ -148,6 +151,7 @@ class FactsFinder:
         writes: dict[str, tuple[tuple[str, str], ...]] = {}
         object_writes: dict[str, tuple[str, str]] = {}
         opaque: set[str] = set()
+        fresh: set[str] = set()
         for d in s.defs.values():
             for text, _region in d.calls:
                 target = self.resolve(s, d, text)
@@ -163,6 +167,9 @@ class FactsFinder:
                 key = _fact_key(d, text, s)
                 if key is None:
                     continue
+                callee = self.modules[target[0]].defs.get(target[1])
+                if callee is not None and callee.fresh:
+                    fresh.add(key)
                 written = self._written(target)
                 if written is not None:
                     writes[key] = written
@@ -213,6 +220,7 @@ class FactsFinder:
             | opaque,
             object_writes=object_writes,
             returned_writes=returned_writes,
+            fresh_results=frozenset(fresh),
             **self._lifetime_facts(s, allocating),
         )
 

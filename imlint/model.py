@@ -76,6 +76,7 @@ def build_model(
         unheld_params=facts.unheld_params,
         replaced_attrs=facts.replaced_attrs,
         warmed=facts.warmed,
+        fresh_results=facts.fresh_results,
         derived=frozenset(i for i, site in enumerate(allocations) if site.derived),
         nested={
             (id(f.parent), f.name): f

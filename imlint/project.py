@@ -57,7 +57,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 21
+SUMMARY_VERSION = 22
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -119,13 +119,17 @@ class DefSummary:
     #: texts of calls whose arguments read none of the function's inputs, anywhere in
     #: the body (``summary_values.fixed_calls``)
     fixed: list[str] = field(default_factory=list)
+    #: every ``return`` hands back a container the call builds and keeps nowhere (a
+    #: dict or list literal, or a local bound only to one): what callers store in the
+    #: result lives as long as they keep it
+    fresh: bool = False
 
     def to_data(self) -> tuple[object, ...]:
         return (
             self.qual, self.kind, self.cls, self.mode, self.cached, self.params,
             self.bases, self.allocs, self.calls, self.factories, self.types, self.alloc_calls,
             self.pwrites, self.passes, self.results, self.pkept, self.kernel, self.rwrites,
-            self.hands, self.sets, self.once, self.keywords, self.fixed,
+            self.hands, self.sets, self.once, self.keywords, self.fixed, self.fresh,
         )  # fmt: skip
 
     @classmethod
@@ -603,6 +607,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         for value, how in scope.handed:
             results |= {(text, how) for text in self._made(value, scope)}
         s.results = sorted(results)
+        s.fresh = _returns_fresh(scope)
         s.pkept = sorted(
             {
                 v.id
@@ -635,6 +640,36 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
                 name = ref[1:]
                 if ref.startswith("#") and name != scope.self_name:
                     s.factories.append((name, positions.get(name, -1), text))
+
+
+_FRESH_LITERALS = (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)
+
+
+def _returns_fresh(scope: _Scope) -> bool:
+    """Whether every ``return`` hands back a container built by this call that nothing
+    else holds (``DefSummary.fresh``)."""
+    if not scope.returns:
+        return False
+    held = {
+        v.id
+        for v in (
+            *(v for v, _into in scope.kept),
+            *(v for _t, v, _r in scope.stores),
+            *(v for _g, v in scope.global_values),
+            *(v for v, _how in scope.handed),
+            *(v for _c, _k, v in scope.arguments),
+        )
+        if isinstance(v, ast.Name)
+    }
+    for value, _region, _line in scope.returns:
+        if isinstance(value, _FRESH_LITERALS):
+            continue
+        if not isinstance(value, ast.Name) or value.id in scope.params | held | scope.rebound:
+            return False
+        bound = scope.assigned.get(value.id)
+        if not bound or not all(isinstance(v, _FRESH_LITERALS) for v in bound):
+            return False
+    return True
 
 
 def _made_by(expr: ast.expr) -> ast.expr | None:

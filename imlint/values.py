@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from imlint.allocations import call_key
 from imlint.kinds import CONTAINER_CALLS, DERIVED_METHODS, FRESH_CALLS, KEEPING_BUILTINS
 from imlint.names import (
     TORCH_FACTORIES,
@@ -142,6 +143,15 @@ class FunctionAnalysis:
 
     # -- locality
 
+    def _fresh(self, value: cst.BaseExpression) -> bool:
+        """A new object: built here, or a container a project function builds for
+        each call and keeps nowhere (``ModuleIndex.fresh_results``)."""
+        if is_fresh(value, self.index.imports):
+            return True
+        return (
+            isinstance(value, cst.Call) and call_key(value.func, self.f) in self.index.fresh_results
+        )
+
     def root_kind(self, expr: cst.BaseExpression | None) -> str:
         """How the object an expression names relates to this call.
 
@@ -171,10 +181,9 @@ class FunctionAnalysis:
                 return "param"
             values = f.defs.get(name)
             if values:
-                imports = self.index.imports
                 # ``x = Batch(...)`` then ``x = convert(x, ...)``: still this call's object.
-                if any(is_fresh(v, imports) for v in values) and all(
-                    is_fresh(v, imports) or _hands_on(v, name) for v in values
+                if any(self._fresh(v) for v in values) and all(
+                    self._fresh(v) or _hands_on(v, name) for v in values
                 ):
                     return "local"
                 return "alias"
@@ -454,6 +463,8 @@ class ModuleIndex:
     warmed: frozenset[str] = frozenset()
     #: sites made by a method from its receiver (``AllocationSite.derived``)
     derived: frozenset[int] = frozenset()
+    #: call texts whose result is a container each call builds (``FileFacts``)
+    fresh_results: frozenset[str] = frozenset()
     analyses: dict[int, FunctionAnalysis] = field(default_factory=dict)
     #: ``(id(function), name)`` -> a function defined in that function's body
     nested: dict[tuple[int, str], FunctionModel] = field(default_factory=dict)

@@ -1315,3 +1315,42 @@ def test_a_write_whose_every_call_path_runs_in_inference_mode_is_latent():
         "        with torch.inference_mode(False):\n            self._step(x)"
     )
     assert codes(CONFINED.format(caller=off)) == []
+
+
+FRESH_RESULT = """
+import torch
+
+
+class Bagel:
+    def prepare(self, n):
+        {body}
+
+
+class Pipeline:
+    def __init__(self):
+        self.bagel = Bagel()
+
+    @torch.inference_mode()
+    def run(self, n):
+        lat = self.bagel.prepare(n)
+        for k, v in lat.items():
+            lat[k] = v.to("cuda")
+        return lat
+"""
+
+
+def test_what_callers_store_in_a_container_each_call_builds_is_theirs():
+    # ``prepare`` builds a new dict on every call and keeps it nowhere: the caller's
+    # stores into it die with the caller's use of it.
+    built = 'return {"noise": torch.cat([torch.randn(n), torch.randn(n)])}'
+    assert codes(FRESH_RESULT.format(body=built)) == []
+    local = 'out = {}\n        out["noise"] = torch.randn(n)\n        return out'
+    assert codes(FRESH_RESULT.format(body=local)) == []
+    # A dict the callee keeps (a cache) outlives the call: stores into it persist.
+    for body in (
+        "out = {}\n        self.last = out\n        return out",
+        'return self.__dict__.setdefault("cache", {})',
+    ):
+        code = FRESH_RESULT.format(body=body)
+        line = code.splitlines().index('            lat[k] = v.to("cuda")') + 1
+        assert codes(code) == [(line, "IM005")]
