@@ -241,7 +241,11 @@ class Bindings:
         if f is None:
             return
         target = node.target
-        handle = target.value if isinstance(target, cst.Subscript) else target
+        # ``t[i] += x`` writes the tensor ``t``; ``d["n"] += x`` writes the entry under
+        # that key (a tensor cannot be indexed by a string), not the mapping's others.
+        handle = target
+        if isinstance(target, cst.Subscript) and not _string_keyed(target):
+            handle = target.value
         op = EMPTY_MODULE.code_for_node(node.operator).strip()
         self._write(handle, f"{expr_text(target, f.self_name)} {op} ...")
         if isinstance(target, cst.Name):

@@ -140,6 +140,14 @@ def test_entries_with_constant_keys_are_separate_buffers():
         return _WS["w"]
     """
     assert codes(code) == [(7, "IM005"), (8, "IM001")]
+    # An augmented assignment to an entry writes that entry: ``d["n"] += 1`` is not a
+    # write of the tensor under another key; ``t[i] += 1`` writes the tensor itself.
+    counted = code.replace('_WS["eye"][:n].zero_()', '_WS["eye"] += 1')
+    assert codes(counted) == [(7, "IM005"), (8, "IM001")]
+    other = code.replace('_WS["eye"][:n].zero_()', '_WS["n"] += 1')
+    assert codes(other) == [(7, "IM005"), (8, "IM005")]
+    sliced = code.replace('_WS["eye"][:n].zero_()', '_WS["w"][0] += 1')
+    assert codes(sliced) == [(7, "IM001"), (8, "IM005")]
 
 
 def test_a_test_of_another_key_is_not_a_cache_test():
