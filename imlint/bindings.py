@@ -243,7 +243,7 @@ class Bindings:
         target = node.target
         # ``t[i] += x`` writes the tensor ``t``; ``d["n"] += x`` writes the entry under
         # that key (a tensor cannot be indexed by a string), not the mapping's others.
-        handle = target
+        handle: cst.BaseExpression = target
         if isinstance(target, cst.Subscript) and not _string_keyed(target):
             handle = target.value
         op = EMPTY_MODULE.code_for_node(node.operator).strip()

@@ -21,7 +21,7 @@ from imlint.semantic import (
     Store,
     frames_mode,
 )
-from imlint.values import ITEMS, FunctionAnalysis
+from imlint.values import ITEMS, FunctionAnalysis, is_none
 from imlint.walk import walk
 
 
@@ -260,6 +260,8 @@ def resolve_laziness(
         if frame.kind == "lambda":
             break
         if frame.kind in LAZY_FRAMES and frame.test is not None:
+            if _both_branches_allocate(frame, store, keys, fa):
+                continue  # replaced whichever way the test goes: not a miss
             mentioned = fa.mentions(frame.test)
             filled_here = any(
                 any(fr is frame for fr in store.frames)
@@ -279,6 +281,8 @@ def resolve_laziness(
                 return
     for exit_ in fa.f.early_exits:
         if exit_.order < site.order and is_prefix(exit_.frames, site.frames):
+            if _exits_when_unset(exit_.test, store, fa):
+                continue  # what follows runs only once the storage is set
             mentioned = fa.mentions(exit_.test)
             # ``if cap >= n: return`` then ``self._a = ...; self._b = ...``: storage the
             # test reads and the function fills after it makes the rest a miss too.
@@ -293,6 +297,45 @@ def resolve_laziness(
             site.lazy_exit = exit_
             site.lazy_test = expr_text(exit_.test)
             return
+
+
+_BRANCHES = {"if_body": "if_else", "if_else": "if_body"}
+
+
+def _both_branches_allocate(
+    frame: Frame, store: Store, keys: dict[str, list[Store]], fa: FunctionAnalysis
+) -> bool:
+    """``if a: self.ids = torch.cat([self.ids, x.repeat(k, 1)]) else: self.ids =
+    torch.cat([self.ids, x])``: the other branch of the same ``if`` stores a new tensor
+    in the same storage too, so the test only picks how, not whether."""
+    other = _BRANCHES.get(frame.kind)
+    if other is None:
+        return False
+    return any(
+        s is not store
+        and any(fr.node is frame.node and fr.kind == other for fr in s.frames)
+        and s.value is not None
+        and bool(fa.flow(s.value))
+        for s in keys.get(store.target, ())
+    )
+
+
+def _exits_when_unset(test: cst.BaseExpression, store: Store, fa: FunctionAnalysis) -> bool:
+    """``if self.ids is None: ...; return`` (or ``if not self.ids``): the code after it
+    runs only when the storage already holds something, so what it stores there
+    replaces or extends that, not a first fill."""
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        subject: cst.BaseExpression = test.expression
+    elif (
+        isinstance(test, cst.Comparison)
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Is)
+        and is_none(test.comparisons[0].comparator)
+    ):
+        subject = test.left
+    else:
+        return False
+    return expr_text(subject, fa.f.self_name) == store.target
 
 
 def _returns_from_a_scan(

@@ -1362,3 +1362,42 @@ def test_what_callers_store_in_a_container_each_call_builds_is_theirs():
         code = FRESH_RESULT.format(body=body)
         line = code.splitlines().index('            lat[k] = v.to("cuda")') + 1
         assert codes(code) == [(line, "IM005")]
+
+
+EXTENDED = """
+import torch
+
+
+class Stream:
+    def __init__(self):
+        self.ids = None
+
+    def begin(self, ids):
+        self.ids = ids.clone()
+
+    def feed(self, ids):
+        if self.ids is None:
+            self.begin(ids)
+            return
+        self.ids = torch.cat((self.ids, ids), dim=1)
+
+    def accept(self, token):
+        if self.ids.shape[0] > 1 and token.shape[0] == 1:
+            self.ids = torch.cat([self.ids, token.repeat(self.ids.shape[0], 1)], dim=1)
+        else:
+            self.ids = torch.cat([self.ids, token], dim=1)
+        self.ids[self.ids < 0] = 0
+"""
+
+
+def test_a_tensor_extended_on_every_call_is_not_filled_on_a_miss():
+    found = codes(EXTENDED)
+    # After ``if self.ids is None: ...; return`` the storage is set: ``cat`` extends it.
+    assert (16, "IM001") not in found
+    # Both branches of the ``if`` store a new tensor: the test picks how, not whether.
+    assert (20, "IM001") not in found and (22, "IM001") not in found
+    # A test of the storage with only one branch storing is still a miss.
+    one = EXTENDED.replace(
+        "        else:\n            self.ids = torch.cat([self.ids, token], dim=1)\n", ""
+    )
+    assert (20, "IM001") in codes(one)
