@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,13 +100,20 @@ def test_hostile_files_one_line_each_exit_2_others_checked(tmp_path):
         assert f"src/{name}:" in r.out.replace(os.sep, "/"), name
 
 
-def _run_patched(patch: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _run_patched(
+    patch: str, args: list[str], cwd: Path, **options: Any
+) -> subprocess.CompletedProcess[str]:
     """The real command line in a fresh interpreter, with ``patch`` run first (workers
-    are forked from it, so they carry it too). The timeout only guards against a hang:
-    nothing here depends on how fast the machine is."""
+    are forked from it, so they carry it too); ``options`` go to ``subprocess.run``. The
+    timeout only guards against a hang: nothing here depends on how fast the machine is."""
     code = f"import sys\n{patch}\nfrom imlint.cli import main\nsys.argv = ['imlint', *sys.argv[1:]]\nmain()\n"
     return subprocess.run(
-        [sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=1800
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        **options,
     )
 
 
@@ -182,24 +190,12 @@ def test_a_time_limit_never_fires_inside_the_import_of_libcst(tmp_path):
         "        return None\n"
         "sys.meta_path.insert(0, Slow())\n"
     )
-    code = (
-        "import multiprocessing, sys\n"
-        "multiprocessing.set_start_method('spawn', force=True)\n"
-        "from imlint.cli import main\n"
-        "sys.argv = ['imlint', *sys.argv[1:]]\n"
-        "main()\n"
-    )
+    spawn = "import multiprocessing\nmultiprocessing.set_start_method('spawn', force=True)"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(hooks), *filter(None, [env.get("PYTHONPATH")])])
     for jobs in ("1", "2"):
-        r = subprocess.run(
-            [sys.executable, "-c", code, "check", ".", "--no-cache", "--timeout", "5", "-j", jobs],
-            cwd=tree,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=1800,
-        )
+        args = ["check", ".", "--no-cache", "--timeout", "5", "-j", jobs]
+        r = _run_patched(spawn, args, tree, env=env)
         assert r.returncode == 1, r.stderr
         assert "error" not in r.stderr, r.stderr
         assert sorted(x.split(":")[0] for x in r.stdout.splitlines() if ":8:" in x) == [
@@ -253,25 +249,8 @@ def test_running_out_of_memory_on_a_file_is_one_line_and_the_others_are_checked(
         resource.setrlimit(resource.RLIMIT_AS, (3 * 1024**3 // 2, 3 * 1024**3 // 2))
 
     for extra in (["--no-cache"], []):
-        r = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "imlint",
-                "check",
-                ".",
-                "--max-file-size",
-                "0",
-                "-j",
-                "1",
-                *extra,
-            ],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            preexec_fn=limit,
-            timeout=900,
-        )
+        args = ["check", ".", "--max-file-size", "0", "-j", "1", *extra]
+        r = _run_patched("", args, tmp_path, preexec_fn=limit)
         assert r.returncode == 2, r.stderr
         assert "Traceback" not in r.stderr
         (line,) = [x for x in r.stderr.splitlines() if x.startswith("big.py")]
