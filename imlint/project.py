@@ -224,6 +224,7 @@ class _Scope:
     rebound: set[str] = field(default_factory=set)  # names bound by a loop or unpacking
     rwrites: set[tuple[str, str, str]] = field(default_factory=set)  # (call, kind, key)
     kernel: bool = False  # a Triton kernel (``@triton.jit``): ``tl.store`` writes
+    plain: bool = True  # no decorator that may keep what it returns
     #: (global, value) assigned here: kept for the process unless the function puts
     #: back what the global held (``prev = _ctx; _ctx = Ctx(); ...; _ctx = prev``)
     global_values: list[tuple[str, ast.expr]] = field(default_factory=list)
@@ -445,6 +446,11 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         if cls is None and parent.summary.kind == "function":
             self_name = parent.self_name  # a closure inside a method sees ``self``
         scope = _Scope(summary, self_name, all_params, class_bound=classmethod_)
+        # Any other decorator may keep what the function returns (a memo of its own).
+        scope.plain = all(
+            self.mode_of(d) or _last(self.qualify(_dotted(d) or "")) in _PLAIN_DECORATORS
+            for d in node.decorator_list
+        )
         scope.kernel = any(
             self.qualify(_dotted(d.func if isinstance(d, ast.Call) else d) or "").startswith(
                 "triton."
@@ -607,7 +613,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         for value, how in scope.handed:
             results |= {(text, how) for text in self._made(value, scope)}
         s.results = sorted(results)
-        s.fresh = _returns_fresh(scope)
+        s.fresh = scope.plain and _returns_fresh(scope)
         s.pkept = sorted(
             {
                 v.id
@@ -640,6 +646,13 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
                 name = ref[1:]
                 if ref.startswith("#") and name != scope.self_name:
                     s.factories.append((name, positions.get(name, -1), text))
+
+
+_PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod"})
+
+
+def _last(qualified: str) -> str:
+    return qualified.rsplit(".", 1)[-1]
 
 
 _FRESH_LITERALS = (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)

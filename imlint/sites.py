@@ -313,6 +313,7 @@ def _both_branches_allocate(
         return False
     return any(
         s is not store
+        and s.target == store.target
         and any(fr.node is frame.node and fr.kind == other for fr in s.frames)
         and s.value is not None
         and bool(fa.flow(s.value))
