@@ -16,6 +16,7 @@ import faulthandler
 import functools
 import gc
 import hashlib
+import itertools
 import os
 import pickle
 import re
@@ -255,6 +256,17 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
+#: Numbers the outcomes a worker notes (``Journal.finished``), one file each.
+_FINISHED = itertools.count()
+
+
+def _put(path: Path, data: bytes) -> None:
+    """Write a note whole: aside, then renamed into place (a worker may end mid-write)."""
+    part = path.with_name(path.name + ".part")
+    part.write_bytes(data)
+    os.replace(part, path)
+
+
 class Journal:
     """A private folder (made ``0700`` by :func:`tempfile.mkdtemp`, outside the tree)
     where each worker notes the file it starts, with the time its watchdog ends it, and,
@@ -267,28 +279,28 @@ class Journal:
     @staticmethod
     def started(folder: str, path: str, limit: float) -> None:
         deadline = time.time() + limit + WATCHDOG_GRACE if limit > 0 else float("inf")
-        note = Path(folder, f"{os.getpid()}.now")
-        note.write_text(f"{deadline!r}\n{path}", encoding="utf-8", errors="surrogateescape")
+        text = f"{deadline!r}\n{path}".encode("utf-8", "surrogateescape")
+        _put(Path(folder, f"{os.getpid()}.now"), text)
 
     @staticmethod
     def finished(folder: str, result: Any) -> None:
-        with open(Path(folder, f"{os.getpid()}.done"), "ab") as fh:
-            pickle.dump(result, fh)
+        _put(Path(folder, f"{os.getpid()}.{next(_FINISHED)}.done"), pickle.dumps(result))
 
     def read(self) -> tuple[list[tuple[float, str]], list[Any]]:
         """(deadline, path) of the file each worker was on, and the outcomes the workers
-        finished, since the last read (the notes are removed as they are read)."""
+        finished, since the last read (the notes are removed as they are read). A note
+        is whole or absent: each is written aside and renamed into place."""
         current: list[tuple[float, str]] = []
         finished: list[Any] = []
         for note in sorted(Path(self.folder).iterdir()):
             if note.suffix == ".now":
-                deadline, _, path = note.read_text("utf-8", "surrogateescape").partition("\n")
+                deadline, _, path = (
+                    note.read_bytes().decode("utf-8", "surrogateescape").partition("\n")
+                )
                 current.append((float(deadline), path))
-            else:
-                with open(note, "rb") as fh, contextlib.suppress(EOFError, pickle.UnpicklingError):
-                    while True:
-                        finished.append(pickle.load(fh))  # this run's own folder
-            note.unlink()
+            elif note.suffix == ".done":
+                finished.append(pickle.loads(note.read_bytes()))  # this run's own folder
+            note.unlink()  # a ``.part`` a worker ended before renaming: nothing noted
         return current, finished
 
     def close(self) -> None:

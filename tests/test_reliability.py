@@ -368,3 +368,32 @@ def test_no_code_runs_in_any_mode(tmp_path):
     ):
         run_imlint(*args, "--no-cache", cwd=tmp_path)
         assert not (pkg / "MARKER").exists(), args
+
+
+def test_the_run_journal_reads_only_whole_notes(monkeypatch):
+    """A worker ended while writing its note (the pool ends the others when one dies)
+    never leaves a half-written note: the run reads whole notes only."""
+    from imlint.outcome import Outcome
+    from imlint.pool import Journal
+
+    journal = Journal()
+    try:
+        Journal.started(journal.folder, "a.py", 0)
+        Journal.finished(journal.folder, Outcome("b.py", []))
+
+        def ended(self: Path, *args: object, **kwargs: object) -> None:
+            open(self, "wb").close()  # the file exists, empty: the worker died here
+            raise SystemExit
+
+        with monkeypatch.context() as m:
+            m.setattr(Path, "write_bytes", ended)
+            m.setattr(Path, "write_text", ended)
+            with pytest.raises(SystemExit):
+                Journal.started(journal.folder, "c.py", 0)
+        current, finished = journal.read()
+        assert current == [(float("inf"), "a.py")]
+        assert [o.path for o in finished] == ["b.py"]
+        assert list(Path(journal.folder).iterdir()) == []
+    finally:
+        journal.close()
+    assert not Path(journal.folder).exists()
