@@ -209,7 +209,7 @@ def _guarded(path: str, task: Any, args: tuple[Any, ...]) -> Any:
         with _time_limit(limit):
             return task(*args)
     except FileTimeout:
-        return failed(path, error=f"skipped: took longer than {limit:g} s (the per-file `timeout`)")
+        return failed(path, error=_out_of_time(limit))
     except MemoryError:
         return failed(path, error=_out_of_memory(path))
     except Exception as exc:  # an imlint bug must not stop the other files
@@ -223,6 +223,13 @@ def _guarded(path: str, task: Any, args: tuple[Any, ...]) -> Any:
     finally:
         if hard:
             faulthandler.cancel_dump_traceback_later()
+
+
+_CRASHED = "the worker ended on this file (a crash)"
+
+
+def _out_of_time(limit: float) -> str:
+    return f"skipped: took longer than {limit:g} s (the per-file `timeout`)"
 
 
 def _out_of_memory(path: str) -> str:
@@ -410,15 +417,18 @@ def _after_a_broken_pool(
                 continue
             if deadline <= now:
                 done.add(path)
-                limit = workers.args[0].timeout
-                yield failed(
-                    path, error=f"skipped: took longer than {limit:g} s (the per-file `timeout`)"
-                )
+                yield failed(path, error=_out_of_time(workers.args[0].timeout))
             elif isolate:  # the only worker ended on it before its deadline
                 done.add(path)
-                yield failed(path, error="the worker ended on this file (a crash)")
+                yield failed(path, error=_CRASHED)
         ended_in_time = isolate or not any(d <= now for d, _ in current)
         remaining = [t for t in tasks if t[0] not in done]
+        if isolate and remaining and not any(path in done for _, path in current):
+            # No note names a file (the worker ended before it noted one): files run in
+            # order on the lone worker, so the first unfinished one ended it.
+            culprit, remaining = remaining[0], remaining[1:]
+            done.add(culprit[0])
+            yield failed(culprit[0], error=_CRASHED)
         if not remaining:
             return
         isolate = ended_in_time and not isolate

@@ -112,8 +112,7 @@ def _run_patched(
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=1800,
-        **options,
+        **{"timeout": 1800, **options},
     )
 
 
@@ -397,3 +396,22 @@ def test_the_run_journal_reads_only_whole_notes(monkeypatch):
     finally:
         journal.close()
     assert not Path(journal.folder).exists()
+
+
+def test_workers_that_end_before_their_first_file_do_not_hang_the_run(tmp_path):
+    """A worker that ends while it starts (before it notes a file) is still progress:
+    the lone worker's first unfinished file is reported, and the run ends."""
+    for i in range(3):
+        (tmp_path / f"m{i}.py").write_text(LAZY.replace("_C", f"_C{i}"))
+    patch = (
+        "import multiprocessing, os, imlint.pool as p\n"
+        "real = p._load_work_modules\n"
+        "def dying():\n"
+        "    if multiprocessing.parent_process() is not None: os._exit(3)\n"
+        "    real()\n"
+        "p._load_work_modules = dying\n"
+    )
+    r = _run_patched(patch, ["check", ".", "--no-cache", "-j", "2"], tmp_path, timeout=600)
+    assert r.returncode == 2, r.stderr
+    lines = sorted(x for x in r.stderr.splitlines() if x.startswith("m"))
+    assert lines == [f"m{i}.py: error: the worker ended on this file (a crash)" for i in range(3)]
