@@ -4,6 +4,7 @@ texts (``FileFacts``), read by the LibCST model of that file (``imlint/model.py`
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
@@ -191,18 +192,12 @@ class FactsFinder:
                 found = self._alloc.get((s.module, d.qual))
                 if found is not None and d.kind == "function" and not d.cls:
                     allocators.setdefault(d.qual.rsplit(".", 1)[-1], found)
+        allocating = _allocating(s, allocators.keys() | helpers.keys())
         covered: dict[str, str] = {}
-        site_keys = allocators.keys() | helpers.keys()
-        allocating: set[str] = set()
-        for d in s.defs.values():
-            if d.kind != "function":
-                continue
-            if not d.alloc_calls and not any(_fact_key(d, t, s) in site_keys for t, *_ in d.calls):
-                continue  # no allocation in it: no site to cover
-            allocating.add(d.qual)
-            why = self.covered((s.module, d.qual))
+        for qual in (d.qual for d in s.defs.values() if d.qual in allocating):
+            why = self.covered((s.module, qual))
             if why is not None:
-                covered[d.qual] = why
+                covered[qual] = why
         returned_writes = {
             d.qual: tuple(
                 (key, *how) for key, how in sorted(self.result_writes[(s.module, d.qual)].items())
@@ -309,6 +304,18 @@ class FactsFinder:
         params = s.defs[target[1]].params
         out = [(str(i), by_name[p]) for i, p in enumerate(params) if p in by_name]
         return tuple(sorted(out + list(by_name.items())))
+
+
+def _allocating(s: FileSummary, site_keys: Iterable[str]) -> set[str]:
+    """The functions of a file that may hold a site: a direct allocation, or a call the
+    index knows allocates (``site_keys``)."""
+    keys = set(site_keys)
+    return {
+        d.qual
+        for d in s.defs.values()
+        if d.kind == "function"
+        and (d.alloc_calls or any(_fact_key(d, t, s) in keys for t, *_ in d.calls))
+    }
 
 
 def _fact_key(d: DefSummary, text: str, s: FileSummary) -> str | None:

@@ -418,6 +418,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         mode = ""
         cached = False
         static = classmethod_ = False
+        plain = True  # no decorator that may keep what it returns (a memo of its own)
         for dec in node.decorator_list:
             m = self.mode_of(dec)
             if m and not mode:
@@ -433,6 +434,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
                 cached = True
             static = static or last == "staticmethod"
             classmethod_ = classmethod_ or last == "classmethod"
+            plain = plain and bool(m or last in ("staticmethod", "classmethod"))
         args = node.args
         positional = [a.arg for a in (*args.posonlyargs, *args.args)]
         self_name = positional[0] if cls is not None and positional and not static else None
@@ -445,12 +447,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         all_params = set(positional) | set(keywords)
         if cls is None and parent.summary.kind == "function":
             self_name = parent.self_name  # a closure inside a method sees ``self``
-        scope = _Scope(summary, self_name, all_params, class_bound=classmethod_)
-        # Any other decorator may keep what the function returns (a memo of its own).
-        scope.plain = all(
-            self.mode_of(d) or _last(self.qualify(_dotted(d) or "")) in _PLAIN_DECORATORS
-            for d in node.decorator_list
-        )
+        scope = _Scope(summary, self_name, all_params, class_bound=classmethod_, plain=plain)
         scope.kernel = any(
             self.qualify(_dotted(d.func if isinstance(d, ast.Call) else d) or "").startswith(
                 "triton."
@@ -646,13 +643,6 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
                 name = ref[1:]
                 if ref.startswith("#") and name != scope.self_name:
                     s.factories.append((name, positions.get(name, -1), text))
-
-
-_PLAIN_DECORATORS = frozenset({"staticmethod", "classmethod"})
-
-
-def _last(qualified: str) -> str:
-    return qualified.rsplit(".", 1)[-1]
 
 
 _FRESH_LITERALS = (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)
