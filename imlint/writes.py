@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from imlint.names import string_value
+from imlint.rebinding import Rebinding
 from imlint.semantic import (
     HANDED_WRITE,
     INFERENCE_WRITE,
@@ -64,6 +65,7 @@ class WriteIndex:
     writes on generated files)."""
 
     def __init__(self, functions: list[FunctionModel], analyses: dict[int, FunctionAnalysis]):
+        self._rebinding: dict[int, Rebinding] = {}  # id(class) -> its methods' bindings
         self.tokens: dict[int, set[str]] = {}  # id(write) -> tokens
         self._by_token: dict[str, list[tuple[int, FunctionModel, InplaceWrite]]] = {}
         self._by_prefix: dict[str, list[tuple[int, FunctionModel, InplaceWrite]]] = {}
@@ -92,6 +94,25 @@ class WriteIndex:
             for entry in self._by_prefix.get(inside, ()):
                 found[id(entry[2])] = entry
         return [(g, w) for _o, g, w in sorted(found.values(), key=lambda e: e[0])]
+
+    def rebound(self, site: AllocationSite, g: FunctionModel, w: InplaceWrite) -> bool:
+        """Whether every path of ``g`` binds the site's attribute of ``self`` anew, in
+        the same call and under the same mode, before it reaches ``w``: the write then
+        reaches what that call made, not what the site made in an earlier one."""
+        f, store = site.function, site.store
+        cls = f.cls
+        if store is None or cls is None or g.cls is not cls or f.self_name is None:
+            return False
+        parts = (store.container or store.target).split(".")
+        if len(parts) != 2 or parts[0] not in (f.self_name, "self"):
+            return False
+        if any(fr.kind in ("lambda", "comp") for fr in w.frames):
+            return False
+        rebinding = self._rebinding.get(id(cls))
+        if rebinding is None:
+            rebinding = self._rebinding[id(cls)] = Rebinding(cls)
+        reset = {id(fr.node) for fr in w.frames if fr.mode is not None}
+        return parts[1] in rebinding.bound_before(g, w.node, reset)
 
 
 def _dotted_prefixes(token: str) -> list[str]:
@@ -132,7 +153,8 @@ def find_writes(
     for w in f.writes:
         if hits(windex.tokens[id(w)]):
             if not _allocation_time(site, w):
-                site.writes.append(w)
+                if not windex.rebound(site, f, w):
+                    site.writes.append(w)
             elif (w.order > site.order or w.handle is site.call) and w.kind != HANDED_WRITE:
                 # ``buf = torch.empty(n); buf.copy_(x)``, ``torch.empty(n).copy_(x)``; a
                 # tensor handed to unreadable code (``pool.append(buf)``) may stay blank
@@ -151,7 +173,7 @@ def find_writes(
         return f.name in g.calls
 
     for g, w in windex.naming(wanted if inside is not None else storage, inside):
-        if g is not f and sees(g):
+        if g is not f and sees(g) and not windex.rebound(site, g, w):
             site.writes.append(w)
     if site.object_writes is not None:
         kind, how = site.object_writes
