@@ -68,6 +68,9 @@ class FileFacts:
     #: call texts of project functions that return a container each call builds and
     #: keeps nowhere (``DefSummary.fresh``): what callers store in it is theirs
     fresh_results: frozenset[str] = frozenset()
+    #: private module-level functions of this file that no code of the project refers
+    #: to (``FactsFinder.unused``): they never run, so what they would keep is no site
+    unused: frozenset[str] = frozenset()
 
     def needs_model(self) -> bool:
         """Whether the file can hold a site at all: else LibCST need not see it."""
@@ -120,6 +123,7 @@ class FactsFinder:
     param_writes: dict[Target, dict[str, str]]
     result_writes: dict[Target, dict[str, tuple[str, str]]]
     _grouped: dict[int, dict[str, set[str]]]
+    _private_refs: frozenset[str] | None
     _alloc: dict[Target, tuple[str, bool, str]]
     _helpers: dict[Target, tuple[int, str, str]]
 
@@ -240,6 +244,7 @@ class FactsFinder:
                 if d.kind == "function" and d.params and d.qual in allocating
                 for param in self.holders.unheld((module, d.qual), d.params)
             ),
+            "unused": self.unused(s),
             "replaced_attrs": frozenset(
                 f"{d.qual.rsplit('.', 1)[-1]}|{attr}"
                 for d in s.defs.values()
@@ -247,6 +252,31 @@ class FactsFinder:
                 for attr in self.holders.replaced((module, d.qual))
             ),
         }
+
+    def unused(self, s: FileSummary) -> frozenset[str]:
+        """The private module-level functions of ``s`` (``_helper``, not ``__f__``) that
+        no file of the project refers to by name, import or string: dead code, which
+        no caller, callback table or ``__all__`` reaches. A public function nothing
+        calls stays an entry point (code from outside may call it). An index of one file
+        (a text checked alone, an editor's buffer) cannot see the modules that import
+        it: nothing is taken as dead there."""
+        if len(self.files) < 2:
+            return frozenset()
+        refs = self._private_refs
+        if refs is None:
+            refs = self._private_refs = frozenset().union(
+                *(f.private_refs for f in self.files.values())
+            )
+        return frozenset(
+            d.qual
+            for d in s.defs.values()
+            if d.kind == "function"
+            and not d.cls
+            and "." not in d.qual
+            and d.qual[:1] == "_"
+            and not d.qual.endswith("__")
+            and d.qual not in refs
+        )
 
     def _by_module(self, targets: set[Target]) -> dict[str, set[str]]:
         """``targets`` grouped by module (computed once per set)."""

@@ -87,9 +87,11 @@ def build_model(
     analyses = {id(f): FunctionAnalysis(f, index) for f in collector.functions}
     index.analyses = analyses
 
+    # A private function nothing in the project refers to never runs: no site in it.
+    dead = {id(f) for f in collector.functions if _outermost(f).qualname in facts.unused}
     # A factory handed to a get-or-create helper: the helper keeps what it returns.
     for site in allocations:
-        if site.helper:
+        if site.helper and id(site.function) not in dead:
             site.store = Store(
                 "helper", f"{site.allocator}(...)", None, None, site.call, site.frames,
                 site.order, site.stmt,
@@ -104,7 +106,8 @@ def build_model(
 
     fills: dict[int, set[str]] = {}  # id(function) -> the persistent storage it fills
     for f in collector.functions:
-        fills[id(f)] = _resolve_stores(f, analyses[id(f)], allocations, index)
+        if id(f) not in dead:
+            fills[id(f)] = _resolve_stores(f, analyses[id(f)], allocations, index)
 
     for site in allocations:
         if site.store is not None and site.lazy is None:
@@ -183,6 +186,12 @@ def _reaching(
         if allocations[sid].chain is None
         or not reads_target(allocations[sid].call, store.target, fa)
     }
+
+
+def _outermost(f: FunctionModel) -> FunctionModel:
+    while f.parent is not None:
+        f = f.parent
+    return f
 
 
 def _torch_imported_at_top(module: cst.Module) -> bool:

@@ -57,7 +57,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 22
+SUMMARY_VERSION = 23
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -149,6 +149,10 @@ class FileSummary:
     #: Whether any call could be an allocation as the model sees one (the pre-filter):
     #: a callee whose last name, or the import its name aliases, is an allocator's.
     may_allocate: bool = True
+    #: Private names (``_f``, not ``__f__``) the file's code refers to anywhere: a name,
+    #: an attribute of something other than ``self``/``cls``, an import, a string that
+    #: spells one (``__all__``, ``getattr(mod, "_f")``); see ``ProjectIndex.unused``.
+    private_refs: frozenset[str] = frozenset()
 
     def to_data(self) -> tuple[object, ...]:
         return (
@@ -160,11 +164,12 @@ class FileSummary:
             self.instances,
             self.error,
             self.may_allocate,
+            sorted(self.private_refs),
         )
 
     @classmethod
     def from_data(cls, data: tuple[object, ...]) -> FileSummary:
-        path, module, is_package, imports, defs, instances, error, may_allocate = data
+        path, module, is_package, imports, defs, instances, error, may_allocate, refs = data
         parsed = [DefSummary.from_data(d) for d in defs]  # type: ignore[attr-defined]
         return cls(
             path,  # type: ignore[arg-type]
@@ -175,6 +180,7 @@ class FileSummary:
             instances,  # type: ignore[arg-type]
             error,  # type: ignore[arg-type]
             may_allocate,  # type: ignore[arg-type]
+            frozenset(refs),  # type: ignore[call-overload]
         )
 
 
@@ -770,8 +776,44 @@ def summarize(
     s.resolve_names()
     may_allocate = s.may_allocate or bool(s.name_calls & s.allocating_names)
     return FileSummary(
-        path, module, is_package, s.imports, s.defs, s.instances, may_allocate=may_allocate
+        path,
+        module,
+        is_package,
+        s.imports,
+        s.defs,
+        s.instances,
+        may_allocate=may_allocate,
+        private_refs=_private_refs(tree),
     )
+
+
+def _private(name: str) -> bool:
+    return name[:1] == "_" and not (name[:2] == "__" and name[-2:] == "__")
+
+
+def _private_refs(tree: ast.Module) -> frozenset[str]:
+    """The private names a module's code refers to (see ``FileSummary.private_refs``)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is ast.Name:
+            name = node.id  # type: ignore[attr-defined]
+        elif kind is ast.Attribute:
+            base = node.value  # type: ignore[attr-defined]
+            if isinstance(base, ast.Name) and base.id in ("self", "cls"):
+                continue
+            name = node.attr  # type: ignore[attr-defined]
+        elif kind is ast.alias:
+            name = node.name.rsplit(".", 1)[-1]  # type: ignore[attr-defined]
+        elif kind is ast.Constant and type(node.value) is str:  # type: ignore[attr-defined]
+            name = node.value  # type: ignore[attr-defined]
+            if not name.isidentifier():
+                continue
+        else:
+            continue
+        if _private(name):
+            out.add(name)
+    return frozenset(out)
 
 
 # --------------------------------------------------------------------------------- facts
@@ -828,6 +870,7 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
         self._children: dict[Target, set[Target]] | None = None
         self._callers_of: dict[Target, list[tuple[Target, str]]] = {}
         self._grouped: dict[int, dict[str, set[str]]] = {}
+        self._private_refs: frozenset[str] | None = None
         self._build()
 
     # ---- resolution

@@ -1418,3 +1418,73 @@ def recv(name, i, shape):
     _BUF[name][i].zero_()
 """
     assert (7, "IM001") in codes(nested)
+
+
+REBOUND = """
+import torch
+
+class Gen:
+    def __init__(self):
+        self.ids = None
+
+    def _begin(self, ids):
+        self.ids = ids.clone()
+
+    def _reuse(self, ids):
+        if self.ids is None:
+            self._begin(ids)
+            return
+        {reuse}
+
+    def feed(self, ids):
+        if self.ids is None:
+            self.ids = torch.zeros(4)
+
+    def start(self, ids, pad):
+        self._reuse(ids)
+        self.ids[0] = pad
+"""
+
+
+def test_a_write_after_the_same_call_binds_the_attribute_anew_reaches_that_calls_tensor():
+    """``start`` reaches its write only after ``_reuse`` bound ``self.ids`` anew on
+    every path (through ``_begin`` or a ``cat``): the write meets the tensor this call
+    made, under this call's mode, never ``feed``'s. A path that keeps the old storage (a
+    slice of it, or a branch that binds nothing) leaves the write reaching it."""
+    assert codes(REBOUND.format(reuse="self.ids = torch.cat((self.ids, ids))")) == [
+        (9, "IM005"),
+        (19, "IM005"),
+    ]
+    assert (19, "IM001") in codes(REBOUND.format(reuse="self.ids = self.ids[:4]"))
+    branch = "if ids.numel():\n            self._begin(ids)"
+    assert codes(REBOUND.format(reuse=branch)) == [(9, "IM001"), (20, "IM001")]
+    decorated = REBOUND.replace(
+        "    def _begin", "    @torch.inference_mode()\n    def _begin"
+    ).format(reuse="self._begin(ids)")
+    assert (20, "IM001") in codes(decorated)  # ``_begin`` binds under its own mode
+
+
+def test_a_private_function_nothing_refers_to_holds_no_site(tmp_path):
+    """``_scratch`` is named nowhere in the project (its one use is commented out): it
+    never runs. ``_table`` is reached through a callback table in another module and
+    ``get_out`` is public (code from outside may call it): both stay sites."""
+    cache = """
+        import torch
+        _tl = {{}}
+
+        def {name}(n):
+            if n not in _tl:
+                _tl[n] = torch.empty(n)
+            return _tl[n]
+        """
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a.py": cache.format(name="_scratch") + "# out = _scratch(4)\n",
+            "pkg/b.py": cache.format(name="_table"),
+            "pkg/c.py": cache.format(name="get_out"),
+            "pkg/d.py": "from pkg import b\nHANDLERS = {'t': b._table}\n",
+        },
+    )
+    assert sorted(name for name, *_ in _check(tmp_path)) == ["b.py", "c.py"]
