@@ -66,7 +66,11 @@ def build_model(
         collector.imports,
         {id(site.call): i for i, site in enumerate(allocations)},
         {f.name: f for f in collector.functions if f.parent is None and f.cls is None},
-        {(id(f.cls), f.name): f for f in collector.functions if f.cls is not None and f.self_name},
+        {
+            (id(f.cls), f.name): f
+            for f in collector.functions
+            if f.cls is not None and f.self_name and f.parent is None
+        },
         collector.container_texts,
         frozenset(q.rsplit(".", 1)[-1] for q in facts.per_call_classes),
         facts.construction,
@@ -79,9 +83,7 @@ def build_model(
         fresh_results=facts.fresh_results,
         derived=frozenset(i for i, site in enumerate(allocations) if site.derived),
         nested={
-            (id(f.parent), f.name): f
-            for f in collector.functions
-            if f.parent is not None and f.cls is None
+            (id(f.parent), f.name): f for f in collector.functions if f.parent is not None
         },
     )
     analyses = {id(f): FunctionAnalysis(f, index) for f in collector.functions}

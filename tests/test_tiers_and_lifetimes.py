@@ -335,6 +335,34 @@ def test_callers_write_what_a_nested_getter_returns():
     assert codes(code.format(use="y = parents.sum()")) == [(9, "IM002")]  # blank: filled unseen
 
 
+def test_a_method_writes_what_its_nested_getter_returns_through_an_out_tuple():
+    """``_ensure`` is nested in a method: ``self._a`` it keeps is what the method's
+    ``torch.max(..., out=(m, i))`` writes (the item of the returned tuple it unpacks)."""
+    code = """
+    import torch
+
+    class W:
+        def run(self, x, n):
+            def _ensure(k):
+                if self._a is None or self._a.shape[0] < k:
+                    self._a = torch.empty((k,))
+                    self._b = torch.empty((k,), dtype=torch.int64)
+                return self._a[:k], self._b[:k]
+
+            m, i = _ensure(n)
+            {use}
+            return i
+    """
+    assert codes(code.format(use="torch.max(x, dim=-1, out=(m, i))")) == [
+        (8, "IM001"),
+        (9, "IM001"),
+    ]
+    assert codes(code.format(use="torch.max(x, dim=-1, out=(x, i))")) == [
+        (8, "IM002"),
+        (9, "IM001"),
+    ]
+
+
 def test_what_a_splatted_literal_holds_is_handed_on():
     """``f(*args)``, ``f(**extra)``: the items of the literal a local is bound to may land
     on any parameter of the callee."""
