@@ -68,113 +68,117 @@ def cli() -> None:
     """Find lazily allocated persistent PyTorch buffers that can become inference tensors."""
 
 
+#: What to check and which rules: the paths, the selection, the configuration.
+_SELECTION_OPTIONS = [
+    click.argument("paths", nargs=-1, type=click.Path(dir_okay=True, file_okay=True)),
+    click.option(
+        "--select",
+        metavar="CODES",
+        multiple=True,
+        help="Comma-separated rule codes or prefixes to enable (replaces the config's "
+        "selection; repeats accumulate).",
+    ),
+    click.option(
+        "--extend-select",
+        metavar="CODES",
+        multiple=True,
+        help="Rule codes or prefixes to enable on top (repeats accumulate).",
+    ),
+    click.option(
+        "--ignore",
+        metavar="CODES",
+        multiple=True,
+        help="Rule codes or prefixes to disable (repeats accumulate).",
+    ),
+    click.option("--config", metavar="FILE", help="A pyproject.toml to read [tool.imlint] from."),
+    click.option(
+        "--force-exclude", is_flag=True, help="Apply excludes to paths given explicitly too."
+    ),
+]
+
+#: How findings are reported.
+_OUTPUT_OPTIONS = [
+    click.option(
+        "--output-format",
+        type=click.Choice(["text", "concise", "json", "sarif", "github"]),
+        default="text",
+        show_default=True,
+        help="How findings are printed.",
+    ),
+    click.option("--statistics", is_flag=True, help="Print counts per rule instead of findings."),
+    click.option(
+        "--show-source/--no-show-source",
+        default=None,
+        help="Show the offending lines with a caret (default: on in text output to a terminal).",
+    ),
+    click.option("--baseline", metavar="FILE", help="Report only findings not recorded in FILE."),
+    click.option(
+        "--stdin-filename",
+        metavar="NAME",
+        help="Read the source from stdin and report it as NAME (for editors).",
+    ),
+    click.option(
+        "--exit-zero",
+        is_flag=True,
+        help="Exit 0 even when findings remain (errors still exit 2).",
+    ),
+    click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary."),
+    click.option("--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing."),
+]
+
+#: How the run goes: workers, caches, limits, fixes.
+_RUN_OPTIONS = [
+    click.option("--debug", is_flag=True, help="Show tracebacks for internal errors."),
+    click.option(
+        "-j",
+        "--jobs",
+        type=click.IntRange(min=1),
+        default=None,
+        help="Worker processes (default: the CPUs available).",
+    ),
+    click.option("--no-cache", is_flag=True, help=f"Neither read nor write {CACHE_DIR}/."),
+    click.option(
+        "--timeout",
+        type=FINITE_SECONDS,
+        default=None,
+        help="Seconds one file may take before it is reported and skipped (default 60; 0: none).",
+    ),
+    click.option(
+        "--explain-reach",
+        is_flag=True,
+        help="Under each finding, print the call path from an inference-mode region "
+        "(or why none was found), and list the sites not reported because every "
+        "caller guards them.",
+    ),
+    click.option(
+        "--respect-gitignore/--no-respect-gitignore",
+        default=None,
+        help="Skip files and folders that .gitignore files ignore (default: on; "
+        "overrides the config's respect-gitignore).",
+    ),
+    click.option(
+        "--max-file-size",
+        type=click.IntRange(min=0),
+        default=None,
+        metavar="BYTES",
+        help="Skip (and report) files larger than this (default 10000000; 0: no limit).",
+    ),
+    click.option(
+        "--unsafe-fixes/--no-unsafe-fixes",
+        default=None,
+        help="Apply (and mark [*]) unsafe fixes too; overrides the config's unsafe-fixes.",
+    ),
+    click.option(
+        "--no-fast",
+        is_flag=True,
+        help="Parse every file, even those that cannot hold an allocation (the plain path).",
+    ),
+]
+
+
 def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    options = [
-        click.argument("paths", nargs=-1, type=click.Path(dir_okay=True, file_okay=True)),
-        click.option(
-            "--select",
-            metavar="CODES",
-            multiple=True,
-            help="Comma-separated rule codes or prefixes to enable (replaces the config's "
-            "selection; repeats accumulate).",
-        ),
-        click.option(
-            "--extend-select",
-            metavar="CODES",
-            multiple=True,
-            help="Rule codes or prefixes to enable on top (repeats accumulate).",
-        ),
-        click.option(
-            "--ignore",
-            metavar="CODES",
-            multiple=True,
-            help="Rule codes or prefixes to disable (repeats accumulate).",
-        ),
-        click.option(
-            "--config", metavar="FILE", help="A pyproject.toml to read [tool.imlint] from."
-        ),
-        click.option(
-            "--force-exclude", is_flag=True, help="Apply excludes to paths given explicitly too."
-        ),
-        click.option(
-            "--output-format",
-            type=click.Choice(["text", "concise", "json", "sarif", "github"]),
-            default="text",
-            show_default=True,
-            help="How findings are printed.",
-        ),
-        click.option(
-            "--statistics", is_flag=True, help="Print counts per rule instead of findings."
-        ),
-        click.option(
-            "--show-source/--no-show-source",
-            default=None,
-            help="Show the offending lines with a caret (default: on in text output to a terminal).",
-        ),
-        click.option(
-            "--baseline", metavar="FILE", help="Report only findings not recorded in FILE."
-        ),
-        click.option(
-            "--stdin-filename",
-            metavar="NAME",
-            help="Read the source from stdin and report it as NAME (for editors).",
-        ),
-        click.option(
-            "--exit-zero",
-            is_flag=True,
-            help="Exit 0 even when findings remain (errors still exit 2).",
-        ),
-        click.option("-q", "--quiet", is_flag=True, help="Print findings only: no summary."),
-        click.option(
-            "--diff", is_flag=True, help="Print the fixes as a unified diff; write nothing."
-        ),
-        click.option("--debug", is_flag=True, help="Show tracebacks for internal errors."),
-        click.option(
-            "-j",
-            "--jobs",
-            type=click.IntRange(min=1),
-            default=None,
-            help="Worker processes (default: the CPUs available).",
-        ),
-        click.option("--no-cache", is_flag=True, help=f"Neither read nor write {CACHE_DIR}/."),
-        click.option(
-            "--timeout",
-            type=FINITE_SECONDS,
-            default=None,
-            help="Seconds one file may take before it is reported and skipped (default 60; 0: none).",
-        ),
-        click.option(
-            "--explain-reach",
-            is_flag=True,
-            help="Under each finding, print the call path from an inference-mode region "
-            "(or why none was found), and list the sites not reported because every "
-            "caller guards them.",
-        ),
-        click.option(
-            "--respect-gitignore/--no-respect-gitignore",
-            default=None,
-            help="Skip files and folders that .gitignore files ignore (default: on; "
-            "overrides the config's respect-gitignore).",
-        ),
-        click.option(
-            "--max-file-size",
-            type=click.IntRange(min=0),
-            default=None,
-            metavar="BYTES",
-            help="Skip (and report) files larger than this (default 10000000; 0: no limit).",
-        ),
-        click.option(
-            "--unsafe-fixes/--no-unsafe-fixes",
-            default=None,
-            help="Apply (and mark [*]) unsafe fixes too; overrides the config's unsafe-fixes.",
-        ),
-        click.option(
-            "--no-fast",
-            is_flag=True,
-            help="Parse every file, even those that cannot hold an allocation (the plain path).",
-        ),
-    ]
-    for option in reversed(options):
+    """The options ``check`` and ``fix`` share, in the order ``--help`` lists them."""
+    for option in reversed([*_SELECTION_OPTIONS, *_OUTPUT_OPTIONS, *_RUN_OPTIONS]):
         f = option(f)
     return f
 
@@ -303,16 +307,11 @@ def run(
     try:
         resolver = SettingsResolver(
             Overrides.from_flags(
-                config,
-                select,
-                extend_select,
-                ignore,
-                timeout=timeout,
-                unsafe_fixes=unsafe_fixes,
-                respect_gitignore=respect_gitignore,
+                config, select, extend_select, ignore, timeout=timeout,
+                unsafe_fixes=unsafe_fixes, respect_gitignore=respect_gitignore,
                 max_file_size=max_file_size,
             )
-        )
+        )  # fmt: skip
         settings = resolver.for_path(stdin_filename or (paths[0] if paths else "."))
     except ConfigError as exc:
         click.echo(str(exc), err=True)
@@ -322,60 +321,32 @@ def run(
     stats = RunStats(progress=progress)
     # Never more workers than a few per CPU (run_files also caps them at the files).
     jobs = min(jobs if jobs is not None else default_jobs(), 4 * default_jobs())
-    if stdin_filename is not None:
-        if force_exclude and settings.is_excluded_anywhere(stdin_filename):
-            # Excluded, as ruff does: nothing is reported; a fix echoes the input.
-            data = sys.stdin.buffer.read() if sys.stdin is not None else b""
-            if mode == "fix":
-                sys.stdout.buffer.write(data)
-            return 0
-        context = project_context((), [stdin_filename], settings)
-        outcomes, n_files, errors = _run_stdin(
-            stdin_filename, settings, mode, lines_of, context, jobs, not no_cache
-        )
-    else:
-        try:
+    try:
+        if stdin_filename is not None:
+            ran = _run_stdin_unless_excluded(
+                stdin_filename, settings, mode, force_exclude, lines_of, jobs, no_cache
+            )
+            if ran is None:
+                return 0
+            outcomes, n_files, errors = ran
+        else:
             outcomes, n_files, errors = _run_paths(
                 paths or (".",), resolver, mode, force_exclude, jobs, no_fast, no_cache,
                 debug, stats,
             )  # fmt: skip
-        except ConfigError as exc:
-            click.echo(str(exc), err=True)
-            return 2
-        finally:
-            if progress is not None:
-                progress.close()
+    except ConfigError as exc:
+        click.echo(str(exc), err=True)
+        return 2
+    finally:
+        if progress is not None:
+            progress.close()
     errors += [(o.path, o.error) for o in outcomes if o.error is not None]
-    # Armed findings (an inference-mode region reaches them) first, then errors.
-    findings = sorted(
-        (f for o in outcomes for f in o.findings),
-        key=lambda f: (not f.armed, f.severity != "error", f.sort_key()),
-    )
-    guarded = sorted((f for o in outcomes for f in o.guarded), key=Finding.sort_key)
+    findings, guarded = _in_report_order(outcomes)
     try:
         if write_baseline is not None:
-            written = write_baseline_file(write_baseline, findings, lines_of)
-            for path, message in errors:
-                print_error(path, message)
-            click.echo(
-                f"Wrote {plural(len(written.entries), 'finding')} to baseline {write_baseline}."
-            )
-            return 2 if errors else 0
+            return _write_baseline(write_baseline, findings, errors, lines_of)
         if baseline is not None:
-            matched = load_baseline(baseline).match(findings, lines_of)
-            findings = matched.new
-            if not quiet:
-                moved = f" ({matched.moved} after their code moved)" if matched.moved else ""
-                stale = (
-                    f"; {plural(matched.stale, 'entry', 'entries')} stale (fixed or gone: "
-                    "rewrite it with --write-baseline)"
-                    if matched.stale
-                    else ""
-                )
-                click.echo(
-                    f"Baseline {baseline}: {plural(matched.hidden, 'finding')} hidden{moved}{stale}.",
-                    err=True,
-                )
+            findings = _hide_baselined(baseline, findings, lines_of, quiet)
     except BaselineError as exc:
         click.echo(str(exc), err=True)
         return 2
@@ -392,11 +363,82 @@ def run(
             output_format, findings, errors, mode, statistics, show_source, lines_of,
             resolver.for_path, explain_reach, stats, guarded, quiet, outcomes, n_files,
         )  # fmt: skip
+    return _exit_code(findings, errors, mode, exit_zero)
+
+
+def _exit_code(
+    findings: list[Finding], errors: list[tuple[str, str]], mode: str, exit_zero: bool
+) -> int:
+    """2 for errors; else 1 for findings left (``--diff`` exits as the fix itself would:
+    1 only for what it would leave) unless ``--exit-zero``."""
     if errors:
         return 2
-    # ``--diff`` exits as the fix itself would: 1 only for what it would leave.
     left = [f for f in findings if not f.fixable] if mode == "diff" else findings
     return 1 if left and not exit_zero else 0
+
+
+def _in_report_order(outcomes: list[Outcome]) -> tuple[list[Finding], list[Finding]]:
+    """The findings, armed ones (an inference-mode region reaches them) first, then
+    errors; and the sites every caller guards, in source order."""
+    findings = sorted(
+        (f for o in outcomes for f in o.findings),
+        key=lambda f: (not f.armed, f.severity != "error", f.sort_key()),
+    )
+    guarded = sorted((f for o in outcomes for f in o.guarded), key=Finding.sort_key)
+    return findings, guarded
+
+
+def _run_stdin_unless_excluded(
+    name: str,
+    settings: Settings,
+    mode: str,
+    force_exclude: bool,
+    lines_of: LineCache,
+    jobs: int,
+    no_cache: bool,
+) -> tuple[list[Outcome], int, list[tuple[str, str]]] | None:
+    """``--stdin-filename``: check or fix stdin as ``name``; None when ``name`` is
+    excluded and ``--force-exclude`` is on (as ruff does: nothing is reported; a fix
+    echoes the input)."""
+    if force_exclude and settings.is_excluded_anywhere(name):
+        data = sys.stdin.buffer.read() if sys.stdin is not None else b""
+        if mode == "fix":
+            sys.stdout.buffer.write(data)
+        return None
+    context = project_context((), [name], settings)
+    return _run_stdin(name, settings, mode, lines_of, context, jobs, not no_cache)
+
+
+def _write_baseline(
+    path: str, findings: list[Finding], errors: list[tuple[str, str]], lines_of: LineCache
+) -> int:
+    """``--write-baseline``: record the findings; 2 when some file had an error."""
+    written = write_baseline_file(path, findings, lines_of)
+    for where, message in errors:
+        print_error(where, message)
+    click.echo(f"Wrote {plural(len(written.entries), 'finding')} to baseline {path}.")
+    return 2 if errors else 0
+
+
+def _hide_baselined(
+    path: str, findings: list[Finding], lines_of: LineCache, quiet: bool
+) -> list[Finding]:
+    """``--baseline``: the findings the baseline does not record, and one line on
+    stderr for what it hid."""
+    matched = load_baseline(path).match(findings, lines_of)
+    if not quiet:
+        moved = f" ({matched.moved} after their code moved)" if matched.moved else ""
+        stale = (
+            f"; {plural(matched.stale, 'entry', 'entries')} stale (fixed or gone: "
+            "rewrite it with --write-baseline)"
+            if matched.stale
+            else ""
+        )
+        click.echo(
+            f"Baseline {path}: {plural(matched.hidden, 'finding')} hidden{moved}{stale}.",
+            err=True,
+        )
+    return matched.new
 
 
 def _run_paths(

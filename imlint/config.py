@@ -235,10 +235,9 @@ def _string_list(path: Path, key: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def load_settings(config_path: Path | None) -> Settings:
-    """Read ``[tool.imlint]`` from a file (``None``: defaults rooted at the cwd)."""
-    if config_path is None:
-        return Settings(root=Path.cwd())
+def _read_table(config_path: Path) -> dict[str, Any]:
+    """The ``[tool.imlint]`` table of a file, its keys checked (a ``ConfigError`` with
+    one line that says what is wrong)."""
     try:
         data = tomllib.loads(config_path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -259,6 +258,36 @@ def load_settings(config_path: Path | None) -> Settings:
             f"{config_path}: error: unknown key(s) in [tool.imlint]: {', '.join(unknown)} "
             f"(known: {', '.join(KNOWN_KEYS)})"
         )
+    return table
+
+
+def _analysis_options(config_path: Path, table: dict[str, Any]) -> AnalysisOptions:
+    """The options of the analysis a configuration sets."""
+    return AnalysisOptions(
+        extra_allocators=frozenset(
+            _string_list(config_path, "extra-allocators", table.get("extra-allocators", []))
+        ),
+        extra_guards=frozenset(
+            _string_list(config_path, "extra-guards", table.get("extra-guards", []))
+        ),
+        extra_cache_decorators=frozenset(
+            _string_list(
+                config_path, "extra-cache-decorators", table.get("extra-cache-decorators", [])
+            )
+        ),
+        inference_mode_regions=frozenset(
+            _string_list(
+                config_path, "inference-mode-regions", table.get("inference-mode-regions", [])
+            )
+        ),
+    )
+
+
+def load_settings(config_path: Path | None) -> Settings:
+    """Read ``[tool.imlint]`` from a file (``None``: defaults rooted at the cwd)."""
+    if config_path is None:
+        return Settings(root=Path.cwd())
+    table = _read_table(config_path)
     settings = Settings(root=config_path.parent.resolve(), config_path=config_path)
     if "select" in table:
         settings.select = _string_list(config_path, "select", table["select"])
@@ -303,22 +332,5 @@ def load_settings(config_path: Path | None) -> Settings:
         settings.respect_gitignore = _bool(config_path, "respect-gitignore", table)
     if "unsafe-fixes" in table:
         settings.unsafe_fixes = _bool(config_path, "unsafe-fixes", table)
-    settings.options = AnalysisOptions(
-        extra_allocators=frozenset(
-            _string_list(config_path, "extra-allocators", table.get("extra-allocators", []))
-        ),
-        extra_guards=frozenset(
-            _string_list(config_path, "extra-guards", table.get("extra-guards", []))
-        ),
-        extra_cache_decorators=frozenset(
-            _string_list(
-                config_path, "extra-cache-decorators", table.get("extra-cache-decorators", [])
-            )
-        ),
-        inference_mode_regions=frozenset(
-            _string_list(
-                config_path, "inference-mode-regions", table.get("inference-mode-regions", [])
-            )
-        ),
-    )
+    settings.options = _analysis_options(config_path, table)
     return settings

@@ -62,30 +62,7 @@ def build_model(
     collector = Collector(options, positions, facts)
     visit_readonly(module, collector)
     allocations = collector.allocations
-    index = ModuleIndex(
-        collector.imports,
-        {id(site.call): i for i, site in enumerate(allocations)},
-        {f.name: f for f in collector.functions if f.parent is None and f.cls is None},
-        {
-            (id(f.cls), f.name): f
-            for f in collector.functions
-            if f.cls is not None and f.self_name and f.parent is None
-        },
-        collector.container_texts,
-        frozenset(q.rsplit(".", 1)[-1] for q in facts.per_call_classes),
-        facts.construction,
-        facts.returned_writes,
-        members=_members(collector),
-        per_call_params=facts.per_call_params,
-        unheld_params=facts.unheld_params,
-        replaced_attrs=facts.replaced_attrs,
-        warmed=facts.warmed,
-        fresh_results=facts.fresh_results,
-        derived=frozenset(i for i, site in enumerate(allocations) if site.derived),
-        nested={
-            (id(f.parent), f.name): f for f in collector.functions if f.parent is not None
-        },
-    )
+    index = _module_index(collector, facts)
     analyses = {id(f): FunctionAnalysis(f, index) for f in collector.functions}
     index.analyses = analyses
 
@@ -188,6 +165,34 @@ def _reaching(
         if allocations[sid].chain is None
         or not reads_target(allocations[sid].call, store.target, fa)
     }
+
+
+def _module_index(collector: Collector, facts: FileFacts) -> ModuleIndex:
+    """The module's lookups the value analysis reads: functions, methods, sites, and
+    what the project index says of them (``facts``)."""
+    allocations = collector.allocations
+    return ModuleIndex(
+        collector.imports,
+        {id(site.call): i for i, site in enumerate(allocations)},
+        {f.name: f for f in collector.functions if f.parent is None and f.cls is None},
+        {
+            (id(f.cls), f.name): f
+            for f in collector.functions
+            if f.cls is not None and f.self_name and f.parent is None
+        },
+        collector.container_texts,
+        frozenset(q.rsplit(".", 1)[-1] for q in facts.per_call_classes),
+        facts.construction,
+        facts.returned_writes,
+        members=_members(collector),
+        per_call_params=facts.per_call_params,
+        unheld_params=facts.unheld_params,
+        replaced_attrs=facts.replaced_attrs,
+        warmed=facts.warmed,
+        fresh_results=facts.fresh_results,
+        derived=frozenset(i for i, site in enumerate(allocations) if site.derived),
+        nested={(id(f.parent), f.name): f for f in collector.functions if f.parent is not None},
+    )
 
 
 def _outermost(f: FunctionModel) -> FunctionModel:

@@ -45,6 +45,7 @@ from imlint.kinds import (
     CONSTRUCTORS,
     CONTAINER_CALLS,
     CONTAINER_METHODS,
+    CONTAINER_STORE_KINDS,
     STORE_METHODS,
 )
 from imlint.options import AnalysisOptions
@@ -533,28 +534,9 @@ def _scan(unit: _Unit, triggers: set[int], containers: _Containers, cache_names:
                     if isinstance(sub, ast.NamedExpr):
                         targets.append((sub.target, False))
                     elif isinstance(sub, ast.Call):
-                        func = sub.func
-                        if isinstance(func, ast.Attribute) and func.attr in _STORE_CALLS:
-                            key = sub.args[0] if sub.args else None
-                            if func.attr == "__setitem__":
-                                if containers.known(func.value, node):
-                                    roots.append((func.value, None, key))
-                            elif func.attr in ("setdefault", "append", "insert"):
-                                roots.append((func.value, None, key))
-                            elif func.attr == "update":
-                                roots.append((func.value, None, None))
-                            elif key is not None and _string(key) is not None and not own:
-                                roots.append((func.value, _string(key), None))
-                        elif (
-                            isinstance(func, ast.Name)
-                            and func.id == "setattr"
-                            and sub.args
-                            and not own
-                        ):
-                            # A computed name is a text no write can spell: skip it.
-                            name = _string(sub.args[1]) if len(sub.args) >= 2 else None
-                            if name is not None:
-                                roots.append((sub.args[0], name, None))
+                        stored = _call_root(sub, containers, node, own)
+                        if stored is not None:
+                            roots.append(stored)
     while targets:
         t, own = targets.pop()
         if isinstance(t, (ast.Tuple, ast.List)):
@@ -588,6 +570,33 @@ def _scan(unit: _Unit, triggers: set[int], containers: _Containers, cache_names:
             words |= _words(key)
         scan.writes.add(frozenset(words - unspelled))
     return scan
+
+
+def _call_root(
+    call: ast.Call, containers: _Containers, node: ast.stmt, own: bool
+) -> tuple[ast.expr, str | None, ast.expr | None] | None:
+    """(object or container, attribute, key) a store call fills, by the kind the model
+    gives its method (``kinds.STORE_METHODS``): an entry of a container, or a named
+    attribute (``register_buffer``, ``setattr``; at a constructor's own level, ``own``,
+    construction). A computed ``setattr`` name is a text no write can spell: skipped."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        if func.id != "setattr" or own or len(call.args) < 2:
+            return None
+        name = _string(call.args[1])
+        return (call.args[0], name, None) if name is not None else None
+    if not isinstance(func, ast.Attribute) or func.attr not in _STORE_CALLS:
+        return None
+    kind = STORE_METHODS[func.attr]
+    key = call.args[0] if call.args else None
+    if kind == "subscript":
+        return (func.value, None, key) if containers.known(func.value, node) else None
+    if kind == "update":
+        return (func.value, None, None)
+    if kind in CONTAINER_STORE_KINDS:
+        return (func.value, None, key)  # ``setdefault``, ``append``, ``insert``
+    name = _string(key) if key is not None else None
+    return (func.value, name, None) if name is not None and not own else None
 
 
 def _words(expr: ast.AST) -> set[str]:

@@ -79,3 +79,27 @@ def test_no_import_cycles():
 def test_the_cycle_finder_finds_cycles():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+#: The sizes the design asks for: no class over about 400 lines, no function over
+#: about 80 (a click command's signature, one line per option, counts in its length).
+MAX_CLASS_LINES = 400
+MAX_FUNCTION_LINES = 90
+
+
+def _sizes(kind: type) -> list[tuple[str, int]]:
+    out = []
+    for path in sorted((REPO / "imlint").glob("*.py")) + sorted((REPO / "rules").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, kind):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                out.append((f"{path.name}:{node.name}", lines))  # type: ignore[attr-defined]
+    return out
+
+
+def test_no_class_or_function_outgrows_the_design():
+    classes = _sizes(ast.ClassDef)
+    functions = _sizes(ast.FunctionDef) + _sizes(ast.AsyncFunctionDef)
+    assert len(classes) > 50 and len(functions) > 500  # the walk found the engine
+    assert [c for c in classes if c[1] > MAX_CLASS_LINES] == []
+    assert [f for f in functions if f[1] > MAX_FUNCTION_LINES] == []
