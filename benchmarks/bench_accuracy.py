@@ -77,6 +77,10 @@ TREES: dict[str, tuple[str, str, str]] = {
     # of quantized inference with its own caches
     "tokenspeed-0.1.1": ("tokenspeed", "0.1.1", "tokenspeed"),
     "exllamav2-0.3.2": ("exllamav2", "0.3.2", "exllamav2"),
+    # never tuned on, sampled fresh (fresh14): the next generation of exllama (a new
+    # code base with its own generator and caches), and PyTorch's quantization library
+    "exllamav3-1.6.5": ("exllamav3", "1.6.5", "exllamav3"),
+    "torchao-0.18.0": ("torchao", "0.18.0", "torchao"),
     SEED_TREE: ("sglang", "0.5.18", "sglang"),
 }
 SCORED = ("sglang-0.5.23", "vllm-0.33.0", "lmdeploy-0.18.0")
@@ -91,6 +95,8 @@ ALIASES = {
     "lmcache": "lmcache-0.5.6",
     "tokenspeed": "tokenspeed-0.1.1",
     "exllamav2": "exllamav2-0.3.2",
+    "exllamav3": "exllamav3-1.6.5",
+    "torchao": "torchao-0.18.0",
 }
 VERDICTS = {"tp": "TP", "fp": "FP", "unsure": "unsure"}
 IM003_BY_CATEGORY = {"torch-write": "error", "kernel-write": "warning"}
