@@ -23,7 +23,11 @@ class LazyBufferMutated(Rule):
     class, a function of the module that gets it from a getter, project code it is
     handed to (across files, through the project index), or a method of the object
     that holds it. Writes that run only right after the allocation, in the same branch,
-    do not count.
+    do not count, nor writes that every path of their call reaches only after the same
+    call bound the attribute anew (`self._begin(ids)` where `_begin` sets `self.ids` on
+    every path, then `self.ids[mask] = pad`): they write what that call made, under its
+    mode. A private module-level function that no file of the project names (by call,
+    reference, import or string) never runs: it holds no site.
 
     ## Why is this bad?
     A tensor created while `torch.inference_mode()` is on is an *inference tensor*,
