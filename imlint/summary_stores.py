@@ -55,6 +55,8 @@ class StoreFacts:
 
         def torch_write(self, scope: _Scope) -> str: ...
 
+        def _results_in(self, expr: ast.expr, scope: _Scope) -> set[tuple[str, str]]: ...
+
         def _sets(
             self, target: ast.expr, scope: _Scope, item: bool = False, get_or_create: bool = False
         ) -> None: ...
@@ -169,6 +171,10 @@ class StoreFacts:
                 and isinstance(target.value, ast.Name)
             ):
                 scope.keeps.append((f"self.{target.attr}", value, self.region, line))
+                # ``self._ws = get_workspace(dev)``: what the class's methods do to
+                # ``self._ws`` they do to what the call returns (``result_writes``)
+                for made, key in self._results_in(value, scope):
+                    scope.rwrites.add((made, f"kept:self.{target.attr}", key))
                 if isinstance(value, ast.Call):
                     ctor = _dotted(value.func)
                     if ctor:

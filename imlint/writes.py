@@ -336,9 +336,15 @@ def result_writes(index: ProjectIndex) -> dict[Target, dict[str, tuple[str, str]
             me = (s.module, d.qual)
             for text, how, key in d.rwrites:
                 target = index.resolve(s, d, text)
-                if target is not None:
-                    kind = _rwrite_kind(index, s, d, how)
-                    record(target, key, kind and confine(index, me, kind), where)
+                if target is None:
+                    continue
+                if how.startswith("kept:"):
+                    kept = _kept_write(index, s, d, how[5:])
+                    if kept is not None:
+                        record(target, key, *kept)  # param_writes confined it already
+                    continue
+                kind = _rwrite_kind(index, s, d, how)
+                record(target, key, kind and confine(index, me, kind), where)
             # A getter handed on as a callable (``merge(out, self._get_bufs)``): what
             # the callee does with the results of calling that parameter.
             for text, arg, owner in d.passes:
@@ -360,11 +366,30 @@ def result_writes(index: ProjectIndex) -> dict[Target, dict[str, tuple[str, str]
 
 
 def _rwrite_kind(index: ProjectIndex, s: FileSummary, d: DefSummary, how: str) -> str | None:
-    """The write kind of a ``rwrites`` record (a handed result: how the callee writes it)."""
+    """The write kind of a ``rwrites`` record: a handed result (how the callee writes
+    it), a result kept on ``self`` (how the class's methods write that attribute)."""
     if how.startswith("handed:"):
         _, callee, arg = how.split(":", 2)
         return _handed_kind(index, s, d, callee, arg)
+    if how.startswith("kept:"):
+        found = _kept_write(index, s, d, how[5:])
+        return found[0] if found is not None else None
     return how
+
+
+def _kept_write(
+    index: ProjectIndex, s: FileSummary, d: DefSummary, attr: str
+) -> tuple[str, str] | None:
+    """How the methods of ``d``'s class write ``self.<attr>``, where ``d`` keeps a call's
+    result (``self._ws = get_workspace(dev)``): the strongest write, and which method."""
+    best: tuple[str, str] | None = None
+    for m in s.defs.values():
+        if m.cls != d.cls or m.kind != "function":
+            continue
+        kind = index.param_writes.get((s.module, m.qual), {}).get(attr)
+        if kind is not None and (best is None or WRITE_STRENGTH[kind] > WRITE_STRENGTH[best[0]]):
+            best = (kind, f"{m.qual} ({s.path}, through {attr})")
+    return best
 
 
 def _handed_kind(
