@@ -228,6 +228,7 @@ class FactsFinder:
         ``FileFacts`` fields of those names); ``allocating``: the functions that may
         hold a site (only their parameters are judged)."""
         module = s.module
+        holding = _with_enclosing(s, allocating)
         return {
             "construction": frozenset(self._by_module(self.construction).get(module, ())),
             "warmed": frozenset(self._by_module(self.warmed).get(module, ())),
@@ -241,7 +242,7 @@ class FactsFinder:
             "unheld_params": frozenset(
                 f"{d.qual}|{param}"
                 for d in s.defs.values()
-                if d.kind == "function" and d.params and d.qual in allocating
+                if d.kind == "function" and d.params and d.qual in holding
                 for param in self.holders.unheld((module, d.qual), d.params)
             ),
             "unused": self.unused(s),
@@ -346,6 +347,19 @@ def _allocating(s: FileSummary, site_keys: Iterable[str]) -> set[str]:
         if d.kind == "function"
         and (d.alloc_calls or any(_fact_key(d, t, s) in keys for t, *_ in d.calls))
     }
+
+
+def _with_enclosing(s: FileSummary, functions: set[str]) -> set[str]:
+    """``functions`` and the functions they are nested in (whose parameters a nested
+    function may fill: ``decode(..., scratch)`` and its ``prepare``)."""
+    out = set(functions)
+    for qual in functions:
+        parts = qual.split(".")
+        for i in range(1, len(parts)):
+            outer = s.defs.get(".".join(parts[:i]))
+            if outer is not None and outer.kind == "function":
+                out.add(outer.qual)
+    return out
 
 
 def _fact_key(d: DefSummary, text: str, s: FileSummary) -> str | None:

@@ -31,7 +31,9 @@ def persistent(store: Store, fa: FunctionAnalysis) -> bool:
     needs its counterpart there (``tests/test_narrow.py`` compares both paths)."""
     f = fa.f
     if store.kind == "return":
-        return True
+        # A cached function defined inside another one is a new function, with a new
+        # cache, on each call of that one: kept beyond it only when it escapes the call.
+        return escapes(f)
     if store.kind == "global":
         # ``nonlocal x; x = ...``: a local of the enclosing call, kept beyond it only
         # when this function escapes that call (returned, stored, handed on).
@@ -43,12 +45,14 @@ def persistent(store: Store, fa: FunctionAnalysis) -> bool:
         return False  # a per-step object a running method replaces (holders.py)
     if kind == "self" and f.cls is not None and f.cls.name in fa.index.per_call_classes:
         return False  # an object made per call: its attributes die with it (lifetimes.py)
-    if kind == "param":
-        key = f"{f.qualname}|{_root_name(store.root)}"
-        if key in fa.index.per_call_params:
-            return False  # every caller hands a per-call object (lifetimes.py)
-        if key in fa.index.unheld_params and not f.defs.get(_root_name(store.root) or ""):
-            return False  # no caller hands a long-lived object, nor is it rebound (holders.py)
+    if kind == "param" and _per_call_param(f, _root_name(store.root), fa):
+        return False
+    if kind == "closure":
+        # a parameter of an enclosing function (``scratch`` of ``decode(..., scratch)``
+        # that its nested ``prepare`` fills): as that function's callers hand it
+        owner = _binder(f, _root_name(store.root))
+        if owner is not None and _per_call_param(owner, _root_name(store.root), fa):
+            return False
     if store.kind in ("attribute", "setattr", "register_buffer"):
         return not f.is_constructor
     if store.kind in ("setdefault", "update"):
@@ -163,6 +167,27 @@ def _item_of_container(store: Store, fa: FunctionAnalysis) -> bool:
     if not isinstance(root, cst.Subscript):
         return False
     return expr_text(root.value, fa.f.self_name) + ITEMS in fa.index.container_texts
+
+
+def _per_call_param(f: FunctionModel, name: str | None, fa: FunctionAnalysis) -> bool:
+    """A parameter of ``f`` that every caller hands a per-call object (lifetimes.py), or
+    that no caller hands a long-lived one and ``f`` does not rebind (holders.py)."""
+    key = f"{f.qualname}|{name}"
+    if key in fa.index.per_call_params:
+        return True
+    return key in fa.index.unheld_params and not f.defs.get(name or "")
+
+
+def _binder(f: FunctionModel, name: str | None) -> FunctionModel | None:
+    """The enclosing function whose parameter ``name`` is, if it is one."""
+    g = f.parent
+    while g is not None and name is not None:
+        if name in g.params:
+            return g
+        if g.is_local(name):
+            return None
+        g = g.parent
+    return None
 
 
 def escapes(f: FunctionModel) -> bool:

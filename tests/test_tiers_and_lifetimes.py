@@ -1516,3 +1516,101 @@ def test_a_private_function_nothing_refers_to_holds_no_site(tmp_path):
         },
     )
     assert sorted(name for name, *_ in _check(tmp_path)) == ["b.py", "c.py"]
+
+
+def test_a_getters_result_kept_on_self_is_written_by_the_classes_methods(tmp_path):
+    """``prepare`` keeps what ``get_workspace`` returns on ``self._ws``; ``forward``
+    writes ``self._ws``: that is a write of the getter's buffer, across files (a torch
+    write: IM001; handed to an outside kernel: IM002; nothing: IM005)."""
+    use = """
+        from ext_lib import run_kernel
+        from pkg.ws import get_workspace
+
+        class Impl:
+            def prepare(self, device):
+                if self._ws is None:
+                    self._ws = get_workspace(device, 128)
+
+            def forward(self, q):
+                {use}
+        """
+    ws = """
+        import torch
+        _ws = None
+
+        def get_workspace(device, n):
+            global _ws
+            if _ws is None or _ws.numel() < n:
+                _ws = torch.zeros(n, device=device)
+            return _ws
+        """
+    for body, code in (
+        ("self._ws[:4].zero_()", "IM001"),
+        ("return run_kernel(q, workspace=self._ws)", "IM002"),
+        ("return q + self._ws.sum()", "IM005"),
+    ):
+        _tree(
+            tmp_path,
+            {"pkg/__init__.py": "", "pkg/ws.py": ws, "pkg/use.py": use.format(use=body)},
+        )
+        assert [(name, c) for name, _line, c, _sev in _check(tmp_path)] == [("ws.py", code)]
+
+
+def test_a_cache_of_a_function_defined_in_each_call_dies_with_the_call():
+    """``get_buffer`` is made anew, with a new cache, each time ``rotate`` runs: what it
+    caches is per call. Returned (it escapes the call), its cache lives on."""
+    code = """
+    import functools
+    import torch
+    import my_ext
+
+    def rotate(pages, device):
+        @functools.lru_cache
+        def get_buffer(shape):
+            return torch.empty(shape, device=device)
+
+        out = get_buffer((4, 4))
+        out.zero_()
+        my_ext.rotate(pages, out)
+        {tail}
+    """
+    assert codes(code.format(tail="return out")) == []
+    assert codes(code.format(tail="return get_buffer")) == [(9, "IM001")]
+
+
+def test_a_nested_function_fills_its_enclosing_functions_parameter_as_callers_hand_it(tmp_path):
+    """``prepare`` fills ``scratch``, a parameter of ``decode``: kept when a caller
+    hands a long-lived dict, per call when no caller hands one (the branch never runs
+    on storage that outlives the call)."""
+    decode = """
+        import torch
+        import my_ext
+
+        def decode(q, out, scratch=None):
+            def prepare(n):
+                if scratch is None:
+                    return torch.empty(n, device=q.device)
+                buf = scratch.get(n)
+                if buf is None:
+                    buf = scratch[n] = torch.empty(n, device=q.device)
+                return buf
+
+            my_ext.run(q, prepare(q.shape[0]), out)
+            return out
+        """
+    attn = """
+        from pkg.a import decode
+
+        class Attn:
+            def __init__(self):
+                self._scratch = {{}}
+
+            def forward(self, q, out):
+                return decode(q, out{extra})
+        """
+    for extra, found in (("", []), (", self._scratch", [("a.py", 11, "IM002", "warning")])):
+        _tree(
+            tmp_path,
+            {"pkg/__init__.py": "", "pkg/a.py": decode, "pkg/b.py": attn.format(extra=extra)},
+        )
+        assert _check(tmp_path) == found
