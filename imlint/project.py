@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -57,7 +58,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 24
+SUMMARY_VERSION = 25
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -783,37 +784,26 @@ def summarize(
         s.defs,
         s.instances,
         may_allocate=may_allocate,
-        private_refs=_private_refs(tree),
+        private_refs=_private_refs(text),
     )
 
 
-def _private(name: str) -> bool:
-    return name[:1] == "_" and not (name[:2] == "__" and name[-2:] == "__")
+#: A line that is only a comment (commented-out code names nothing that runs).
+_COMMENT_LINE = re.compile(r"^[ \t]*#.*$", re.M)
+#: An identifier that starts with ``_``, not as an attribute of ``self`` or ``cls``.
+_PRIVATE_NAME = re.compile(r"(?<!self\.)(?<!cls\.)\b_\w+")
 
 
-def _private_refs(tree: ast.Module) -> frozenset[str]:
-    """The private names a module's code refers to (see ``FileSummary.private_refs``)."""
-    out: set[str] = set()
-    for node in ast.walk(tree):
-        kind = type(node)
-        if kind is ast.Name:
-            name = node.id  # type: ignore[attr-defined]
-        elif kind is ast.Attribute:
-            base = node.value  # type: ignore[attr-defined]
-            if isinstance(base, ast.Name) and base.id in ("self", "cls"):
-                continue
-            name = node.attr  # type: ignore[attr-defined]
-        elif kind is ast.alias:
-            name = node.name.rsplit(".", 1)[-1]  # type: ignore[attr-defined]
-        elif kind is ast.Constant and type(node.value) is str:  # type: ignore[attr-defined]
-            name = node.value  # type: ignore[attr-defined]
-            if not name.isidentifier():
-                continue
-        else:
-            continue
-        if _private(name):
-            out.add(name)
-    return frozenset(out)
+def _private_refs(text: str) -> frozenset[str]:
+    """The private names a module's text spells outside comment lines (see
+    ``FileSummary.private_refs``): in code, a string or an end-of-line comment, all
+    taken as references (a text search, cheaper than walking the tree; what it
+    over-counts only keeps a function from being taken as dead)."""
+    return frozenset(
+        name
+        for name in _PRIVATE_NAME.findall(_COMMENT_LINE.sub("", text))
+        if not (name[:2] == "__" and name[-2:] == "__")
+    )
 
 
 # --------------------------------------------------------------------------------- facts
