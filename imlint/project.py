@@ -790,8 +790,9 @@ def summarize(
 
 #: A line that is only a comment (commented-out code names nothing that runs).
 _COMMENT_LINE = re.compile(r"^[ \t]*#.*$", re.M)
-#: An identifier that starts with ``_``, not as an attribute of ``self`` or ``cls``.
-_PRIVATE_NAME = re.compile(r"(?<!self\.)(?<!cls\.)\b_\w+")
+#: An identifier that starts with ``_``, not as an attribute of ``self`` or ``cls``, nor
+#: the name a ``def`` gives.
+_PRIVATE_NAME = re.compile(r"(?<!self\.)(?<!cls\.)(?<!def )\b_\w+")
 
 
 def _private_refs(text: str) -> frozenset[str]:
