@@ -288,6 +288,8 @@ def resolve_laziness(
             if _both_branches_allocate(frame, store, keys, fa):
                 continue  # replaced whichever way the test goes: not a miss
             mentioned = fa.mentions(frame.test)
+            if _tests_a_local_made_here(frame.test, site, fa):
+                continue  # ``w = None`` then, in a loop, ``if w is None: w = ...``
             filled_here = any(
                 any(fr is frame for fr in store.frames)
                 for k in mentioned & keys.keys()
@@ -322,6 +324,31 @@ def resolve_laziness(
             site.lazy_exit = exit_
             site.lazy_test = expr_text(exit_.test)
             return
+
+
+def _tests_a_local_made_here(
+    test: cst.BaseExpression, site: AllocationSite, fa: FunctionAnalysis
+) -> bool:
+    """``if w is None:`` (``is not None``, ``not w``) on a local that holds nothing but
+    ``None`` and what this allocation makes (``w_scale = None``, then in a loop ``if
+    w_scale is None: w_scale = torch.empty(...)``, ``w_scale = w_scale.reshape(...)``):
+    it tests this call's own progress, each call starts from ``None``; not a cache."""
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        if isinstance(target.operator, (cst.Is, cst.IsNot)) and is_none(target.comparator):
+            test = test.left
+    f = fa.f
+    if not isinstance(test, cst.Name) or not f.is_local(test.value) or test.value in f.params:
+        return False
+    if test.value in f.other_bound:
+        return False  # a loop's or a ``with``'s name: bound to what it iterates
+    sid = fa.index.site_ids[id(site.call)]
+    values = f.defs.get(test.value, [])
+    return any(is_none(v) for v in values) and all(
+        is_none(v) or sid in fa.flow(v) for v in values
+    )
 
 
 _BRANCHES = {"if_body": "if_else", "if_else": "if_body"}

@@ -1614,3 +1614,25 @@ def test_a_nested_function_fills_its_enclosing_functions_parameter_as_callers_ha
             {"pkg/__init__.py": "", "pkg/a.py": decode, "pkg/b.py": attn.format(extra=extra)},
         )
         assert _check(tmp_path) == found
+
+
+def test_a_test_of_a_local_this_call_starts_at_none_is_not_a_cache_test():
+    """``w_scale = None`` then, in the loop, ``if w_scale is None:``: each call starts
+    from ``None`` and allocates on its first pass (the test reads this call's progress,
+    not a cache), even when the allocation's arguments come from the stored tensor. A
+    local read from the storage stays a cache test."""
+    code = """
+    import torch
+
+    def layout(layer, w, rows):
+        scale = layer.weight_scale_inv.data
+        {start}
+        for r0 in range(0, w.shape[0], rows):
+            part = (w[r0:r0 + rows] * scale[r0:r0 + rows]).float()
+            if w_scale is None:
+                w_scale = torch.empty((w.shape[0], 4), dtype=part.dtype)
+            w_scale[r0:r0 + rows] = part
+        layer.weight_scale_inv.data = w_scale.transpose(0, 1)
+    """
+    assert codes(code.format(start="w_scale = None")) == []
+    assert codes(code.format(start="w_scale = layer.cached_scale")) == [(10, "IM001")]
