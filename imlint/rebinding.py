@@ -7,8 +7,9 @@ call's mode: not a tensor an earlier call left behind. Such a write is not a lat
 of an allocation made elsewhere in the class (a streaming generator that rebuilds its
 token sequence at the start of each request, then masks it in place).
 
-Read from code only: a binding counts when it replaces the storage (its value does not
-read the attribute, or makes new storage from it: ``torch.cat((self.x, t))``); a branch
+Read from code only: a binding counts when it replaces the storage with something no
+earlier call kept (its value reads nothing of ``self``, or makes new storage:
+``torch.cat((self.x, t))``; ``self.x = self._saved`` may bring an old tensor back); a branch
 counts only when both arms bind; a loop body may not run; a handler starts from what
 held before its ``try``; bindings inside a ``with`` that switches the grad mode, in a
 lambda or a nested function do not count. A call ``self.m()`` binds what ``m`` binds on
@@ -71,10 +72,8 @@ def _self_attr(node: cst.BaseExpression, self_name: str) -> str | None:
     return None
 
 
-def _reads(value: cst.BaseExpression, self_name: str, attr: str) -> bool:
-    return any(
-        isinstance(n, cst.Attribute) and _self_attr(n, self_name) == attr for n in walk(value)
-    )
+def _reads_self(value: cst.BaseExpression, self_name: str) -> bool:
+    return any(isinstance(n, cst.Name) and n.value == self_name for n in walk(value))
 
 
 def _new_storage(value: cst.BaseExpression) -> bool:
@@ -159,7 +158,10 @@ class Rebinding:
         elif isinstance(stmt, cst.With):
             b = _NONE if _switches_mode(stmt) else bound | self._items(stmt, me)
             suites = [(_statements(stmt.body), b)]
-        elif isinstance(stmt, cst.Try):
+        elif isinstance(stmt, cst.Match):
+            b = bound | self._calls(stmt.subject, me)
+            suites = [(_statements(case.body), b) for case in stmt.cases]
+        elif isinstance(stmt, (cst.Try, cst.TryStar)):
             suites = [(_statements(stmt.body), bound)]
             suites += [(_statements(h.body), bound) for h in stmt.handlers]
             for extra in (stmt.orelse, stmt.finalbody):
@@ -197,6 +199,8 @@ class Rebinding:
             header = stmt.iter if isinstance(stmt, cst.For) else stmt.test
             b = bound | self._calls(header, me)
             _, exits = self._block(_statements(stmt.body), b, me)
+            if stmt.orelse is not None:
+                exits += self._block(_statements(stmt.orelse.body), b, me)[1]
             return b, exits  # the body may not run
         if isinstance(stmt, cst.With):
             b = bound | self._items(stmt, me)
@@ -204,11 +208,21 @@ class Rebinding:
             if _switches_mode(stmt):
                 return (None if falls is None else b), [b for _ in exits]
             return falls, exits
-        if isinstance(stmt, cst.Try):
+        if isinstance(stmt, (cst.Try, cst.TryStar)):
             return self._try(stmt, bound, me)
+        if isinstance(stmt, cst.Match):
+            b = bound | self._calls(stmt.subject, me)
+            exits = []
+            for case in stmt.cases:  # no case may match: what held before still holds
+                exits += self._block(_statements(case.body), b, me)[1]
+            return b, exits
         if isinstance(stmt, (cst.Assign, cst.AnnAssign, cst.Expr, cst.AugAssign)):
             return bound | self._calls(stmt, me) | self._targets(stmt, me), []
-        return bound, []
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            return bound, []
+        # anything else (a ``del``, an ``assert``...): a ``return`` in it leaves with
+        # nothing new bound
+        return bound, [bound for n in walk(stmt) if isinstance(n, cst.Return)][:1]
 
     def _if(self, stmt: cst.If, bound: Bound, me: str) -> Flow:
         b = bound | self._calls(stmt.test, me)
@@ -223,7 +237,7 @@ class Rebinding:
             exits += more
         return _meet(body, other), exits
 
-    def _try(self, stmt: cst.Try, bound: Bound, me: str) -> Flow:
+    def _try(self, stmt: cst.Try | cst.TryStar, bound: Bound, me: str) -> Flow:
         falls, exits = self._block(_statements(stmt.body), bound, me)
         if falls is not None and stmt.orelse is not None:
             falls, more = self._block(_statements(stmt.orelse.body), falls, me)
@@ -286,6 +300,6 @@ class Rebinding:
         out = set()
         for t in targets:
             attr = _self_attr(t, me)
-            if attr is not None and (not _reads(value, me, attr) or _new_storage(value)):
+            if attr is not None and (not _reads_self(value, me) or _new_storage(value)):
                 out.add(attr)
         return frozenset(out)

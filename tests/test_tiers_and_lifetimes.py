@@ -1636,3 +1636,13 @@ def test_a_test_of_a_local_this_call_starts_at_none_is_not_a_cache_test():
     """
     assert codes(code.format(start="w_scale = None")) == []
     assert codes(code.format(start="w_scale = layer.cached_scale")) == [(10, "IM001")]
+
+
+def test_only_new_storage_on_every_returning_path_counts_as_bound_anew():
+    """A ``match`` arm that returns before binding, and a value read back from ``self``
+    (``self.ids = self._saved``: an old tensor may come back), leave the write reaching
+    what ``feed`` made."""
+    arm = "match ids.dim():\n            case 0:\n                return\n        self._begin(ids)"
+    assert codes(REBOUND.format(reuse=arm)) == [(9, "IM001"), (22, "IM001")]
+    saved = "self.ids = self._saved"
+    assert codes(REBOUND.format(reuse=saved)) == [(9, "IM001"), (19, "IM001")]
