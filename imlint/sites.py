@@ -346,9 +346,7 @@ def _tests_a_local_made_here(
         return False  # a loop's or a ``with``'s name: bound to what it iterates
     sid = fa.index.site_ids[id(site.call)]
     values = f.defs.get(test.value, [])
-    return any(is_none(v) for v in values) and all(
-        is_none(v) or sid in fa.flow(v) for v in values
-    )
+    return any(is_none(v) for v in values) and all(is_none(v) or sid in fa.flow(v) for v in values)
 
 
 _BRANCHES = {"if_body": "if_else", "if_else": "if_body"}
