@@ -326,9 +326,7 @@ def resolve_laziness(
             return
 
 
-def _tests_a_local_made_here(
-    test: cst.BaseExpression, site: AllocationSite, fa: FunctionAnalysis
-) -> bool:
+def _tests_a_local_made_here(test: cst.CSTNode, site: AllocationSite, fa: FunctionAnalysis) -> bool:
     """``if w is None:`` (``is not None``, ``not w``) on a local that holds nothing but
     ``None`` and what this allocation makes (``w_scale = None``, then in a loop ``if
     w_scale is None: w_scale = torch.empty(...)``, ``w_scale = w_scale.reshape(...)``):
