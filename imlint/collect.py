@@ -64,6 +64,9 @@ class Collector(SiteFinder, CallWrites, Bindings, cst.CSTVisitor):
         self.instances: dict[str, str] = {}
         #: module functions handed by name to outside code, with the handing call
         self.callbacks: dict[str, InplaceWrite] = {}
+        #: ids of the blocks that run under a mode of their own (``with`` items that set
+        #: one, ``is_inference()`` branches): see ``imlint/rebinding.py``
+        self.mode_blocks: set[int] = set()
         self.blocks: dict[int, tuple[int, int]] = {}
         self.bodies: dict[int, Sequence[cst.CSTNode]] = {}  # id(block) -> its statements
 
@@ -241,6 +244,8 @@ class Collector(SiteFinder, CallWrites, Bindings, cst.CSTVisitor):
         attribute: str | None = "body",
     ) -> None:
         """Open a frame; it closes when the visitor leaves ``node`` (or its ``attribute``)."""
+        if mode is not None:
+            self.mode_blocks.add(id(node))
         self._frames.append(Frame(kind, node, test, mode, (id(node), attribute)))
 
     def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:

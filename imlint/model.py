@@ -67,7 +67,11 @@ def build_model(
     index.analyses = analyses
 
     # A private function nothing in the project refers to never runs: no site in it.
-    dead = {id(f) for f in collector.functions if _outermost(f).qualname in facts.unused}
+    dead = (
+        {id(f) for f in collector.functions if _outermost(f).qualname in facts.unused}
+        if facts.unused
+        else set()
+    )
     # A factory handed to a get-or-create helper: the helper keeps what it returns.
     for site in allocations:
         if site.helper and id(site.function) not in dead:
@@ -93,7 +97,7 @@ def build_model(
             resolve_caller_laziness(site, fills.get(id(site.function), set()), analyses)
 
     # In-place writes, per scope: the function, its class, or the module.
-    windex = WriteIndex(collector.functions, analyses)
+    windex = WriteIndex(collector.functions, analyses, collector.mode_blocks)
     for site in allocations:
         if site.store is not None:
             find_writes(site, analyses, windex, index, collector.callbacks)

@@ -11,8 +11,9 @@ Read from code only: a binding counts when it replaces the storage with somethin
 earlier call kept (its value reads nothing of ``self``, or makes new storage:
 ``torch.cat((self.x, t))``; ``self.x = self._saved`` may bring an old tensor back); a branch
 counts only when both arms bind; a loop body may not run; a handler starts from what
-held before its ``try``; bindings inside a ``with`` that switches the grad mode, in a
-lambda or a nested function do not count. A call ``self.m()`` binds what ``m`` binds on
+held before its ``try``; bindings inside a block with a mode of its own (a ``with``
+that sets inference mode or a guard, as the collector reads it: ``mode_blocks``), in a
+lambda or a nested function do not count, nor any before a write inside such a block. A call ``self.m()`` binds what ``m`` binds on
 every path that returns (to a fixed point over the class's methods). A subclass that
 overrides ``m`` is not seen (``self.m()`` is taken to run the method of this class).
 """
@@ -36,8 +37,6 @@ Flow = tuple[Bound | None, list[Bound]]
 _NONE: Bound = frozenset()
 #: Rounds of the fixed point over a class's methods at most.
 _ROUNDS = 8
-#: Names in a ``with`` item that switch the grad mode for the block.
-_MODE_WORDS = ("inference_mode", "no_grad", "enable_grad", "set_grad_enabled")
 #: Code that may run later, or not at all, when the expression around it runs.
 _DEFERRED = (
     cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp, cst.FunctionDef,
@@ -55,11 +54,6 @@ def _meet(a: Bound | None, b: Bound | None) -> Bound | None:
 
 def _statements(suite: cst.BaseSuite) -> Sequence[cst.CSTNode]:
     return suite.body
-
-
-def _switches_mode(node: cst.With) -> bool:
-    code = cst.Module(body=[]).code_for_node
-    return any(word in code(item.item) for item in node.items for word in _MODE_WORDS)
 
 
 def _self_attr(node: cst.BaseExpression, self_name: str) -> str | None:
@@ -90,7 +84,8 @@ def _new_storage(value: cst.BaseExpression) -> bool:
 class Rebinding:
     """The attributes each method of a class binds on every path that returns."""
 
-    def __init__(self, cls: ClassModel) -> None:
+    def __init__(self, cls: ClassModel, mode_blocks: set[int]) -> None:
+        self.mode_blocks = mode_blocks  # ``Collector.mode_blocks``
         self.methods = {
             f.name: f for f in cls.functions if f.self_name is not None and f.parent is None
         }
@@ -111,12 +106,12 @@ class Rebinding:
 
     # ---------------------------------------------------------------- before a write
 
-    def bound_before(self, f: FunctionModel, node: cst.CSTNode, reset: set[int]) -> Bound:
-        """What every path of ``f`` has bound when it reaches ``node``; ``reset``: ids of
-        the blocks around ``node`` that run under another mode (nothing before counts)."""
+    def bound_before(self, f: FunctionModel, node: cst.CSTNode) -> Bound:
+        """What every path of ``f`` has bound when it reaches ``node`` (inside a block
+        with a mode of its own, nothing bound before it counts)."""
         if f.self_name is None:
             return _NONE
-        return self._find(_statements(f.node.body), _NONE, node, f.self_name, reset)
+        return self._find(_statements(f.node.body), _NONE, node, f.self_name)
 
     def _find(
         self,
@@ -124,22 +119,19 @@ class Rebinding:
         bound: Bound,
         node: cst.CSTNode,
         me: str,
-        reset: set[int],
     ) -> Bound:
         for stmt in stmts:
             if any(n is node for n in walk(stmt)):
-                return self._inside(stmt, bound, node, me, reset)
+                return self._inside(stmt, bound, node, me)
             falls, _ = self._statement(stmt, bound, me)
             if falls is None:
                 return _NONE
             bound = falls
         return _NONE
 
-    def _inside(
-        self, stmt: cst.CSTNode, bound: Bound, node: cst.CSTNode, me: str, reset: set[int]
-    ) -> Bound:
+    def _inside(self, stmt: cst.CSTNode, bound: Bound, node: cst.CSTNode, me: str) -> Bound:
         """What holds at ``node`` inside ``stmt``, ``bound`` holding before ``stmt``."""
-        if id(stmt) in reset or isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+        if id(stmt) in self.mode_blocks or isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
             return _NONE
         suites: list[tuple[Sequence[cst.CSTNode], Bound]] = []
         if isinstance(stmt, cst.If):
@@ -156,7 +148,7 @@ class Rebinding:
             if stmt.orelse is not None:
                 suites.append((_statements(stmt.orelse.body), b))
         elif isinstance(stmt, cst.With):
-            b = _NONE if _switches_mode(stmt) else bound | self._items(stmt, me)
+            b = bound | self._items(stmt, me)
             suites = [(_statements(stmt.body), b)]
         elif isinstance(stmt, cst.Match):
             b = bound | self._calls(stmt.subject, me)
@@ -171,7 +163,7 @@ class Rebinding:
             return bound  # inside a simple statement, or a header
         for inner, b in suites:
             if any(n is node for s in inner for n in walk(s)):
-                return self._find(inner, b, node, me, reset)
+                return self._find(inner, b, node, me)
         return bound
 
     # ---------------------------------------------------------------- flow of a block
@@ -205,7 +197,7 @@ class Rebinding:
         if isinstance(stmt, cst.With):
             b = bound | self._items(stmt, me)
             falls, exits = self._block(_statements(stmt.body), b, me)
-            if _switches_mode(stmt):
+            if id(stmt) in self.mode_blocks:
                 return (None if falls is None else b), [b for _ in exits]
             return falls, exits
         if isinstance(stmt, (cst.Try, cst.TryStar)):

@@ -287,9 +287,9 @@ def resolve_laziness(
         if frame.kind in LAZY_FRAMES and frame.test is not None:
             if _both_branches_allocate(frame, store, keys, fa):
                 continue  # replaced whichever way the test goes: not a miss
-            mentioned = fa.mentions(frame.test)
             if _tests_a_local_made_here(frame.test, site, fa):
                 continue  # ``w = None`` then, in a loop, ``if w is None: w = ...``
+            mentioned = fa.mentions(frame.test)
             filled_here = any(
                 any(fr is frame for fr in store.frames)
                 for k in mentioned & keys.keys()

@@ -64,8 +64,14 @@ class WriteIndex:
     instead of reading every write of the module again (which grew as sites times
     writes on generated files)."""
 
-    def __init__(self, functions: list[FunctionModel], analyses: dict[int, FunctionAnalysis]):
+    def __init__(
+        self,
+        functions: list[FunctionModel],
+        analyses: dict[int, FunctionAnalysis],
+        mode_blocks: set[int],
+    ):
         self._rebinding: dict[int, Rebinding] = {}  # id(class) -> its methods' bindings
+        self._mode_blocks = mode_blocks  # ``Collector.mode_blocks``
         self.tokens: dict[int, set[str]] = {}  # id(write) -> tokens
         self._by_token: dict[str, list[tuple[int, FunctionModel, InplaceWrite]]] = {}
         self._by_prefix: dict[str, list[tuple[int, FunctionModel, InplaceWrite]]] = {}
@@ -110,9 +116,8 @@ class WriteIndex:
             return False
         rebinding = self._rebinding.get(id(cls))
         if rebinding is None:
-            rebinding = self._rebinding[id(cls)] = Rebinding(cls)
-        reset = {id(fr.node) for fr in w.frames if fr.mode is not None}
-        return parts[1] in rebinding.bound_before(g, w.node, reset)
+            rebinding = self._rebinding[id(cls)] = Rebinding(cls, self._mode_blocks)
+        return parts[1] in rebinding.bound_before(g, w.node)
 
 
 def _dotted_prefixes(token: str) -> list[str]:

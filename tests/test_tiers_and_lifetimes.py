@@ -1490,6 +1490,8 @@ def test_a_write_after_the_same_call_binds_the_attribute_anew_reaches_that_calls
         "    def _begin", "    @torch.inference_mode()\n    def _begin"
     ).format(reuse="self._begin(ids)")
     assert (20, "IM001") in codes(decorated)  # ``_begin`` binds under its own mode
+    inside = "with torch.inference_mode():\n            self._begin(ids)"
+    assert (20, "IM001") in codes(REBOUND.format(reuse=inside))  # so does this call
 
 
 def test_a_private_function_nothing_refers_to_holds_no_site(tmp_path):
