@@ -26,7 +26,10 @@ out as evidence: it does not run in the served process.
   resolve. Otherwise the instance is made per call. A class with at least one place
   that makes it, all per call, has per-call instances: what its methods store on
   ``self`` dies with the call that made it (a memo on a per-step batch). A class the
-  project never instantiates is not judged (its instances may come from anywhere).
+  project never instantiates is not judged (its instances may come from anywhere),
+  unless its constructor hands the object to a queue (``imlint/queues.py``). An
+  instance kept only as an item of queues (a job a generator serves, then takes out)
+  is per call wherever it is made, an entry point or a constructor included.
 - **Per-call parameters.** A parameter that every resolved caller hands a per-call
   object (an instance of a per-call class made there, or a per-call parameter of the
   caller) holds a per-call object: what the function stores on it dies with the call.
@@ -42,6 +45,7 @@ import functools
 from typing import TYPE_CHECKING, TypeAlias
 
 from imlint.kinds import CONSTRUCTORS, THREAD_REGION
+from imlint.queues import Queues
 
 if TYPE_CHECKING:
     from imlint.project import DefSummary, FileSummary, ProjectIndex, Target
@@ -226,6 +230,8 @@ class Lifetimes:
             for kind, who, param in handed:
                 if kind == "param" and who is not None:
                     self._handed_on.setdefault((who, param), []).append(bound)
+        self.queues = Queues(index)
+        self._announced = self.queues.self_queuing()
         made = self._instantiations()
         self.per_call: set[Target] = set(made)
         self.params: set[tuple[Target, str]] = self.per_call_params()
@@ -262,6 +268,8 @@ class Lifetimes:
 
     def _made_long(self, s: FileSummary, d: DefSummary, text: str) -> bool:
         """Whether the result of the call ``text`` in ``d`` may outlive the call."""
+        if self.queues.queued_only(s, d, text):
+            return False  # an item of a queue: served, then taken out
         if self._long_context(s, d):
             return True
         site = (s.module, d.qual, text)
@@ -289,7 +297,9 @@ class Lifetimes:
         """Whether storage a value is kept in outlives the call: ``self`` of a class
         that is not per call, a parameter not handed a per-call object, an object made
         here by a call whose result outlives it, anything else (a global)."""
-        if into == "self":
+        if into.startswith("self[]:") and self.queues.is_queue((s.module, d.cls), into[7:]):
+            return False
+        if into == "self" or into.startswith("self[]:"):
             return not self._is_per_call_class((s.module, d.cls))
         if into.startswith("param:"):
             return ((s.module, d.qual), into[6:]) not in self.params
@@ -330,7 +340,9 @@ class Lifetimes:
             return True
         if depth >= _KEEP_DEPTH:
             return False
-        on_self = {made for made, how in td.results if how == "kept:self"}
+        on_self = {
+            made for made, how in td.results if how == "kept:self" or how.startswith("kept:self[]:")
+        }
         for callee, ckey, owner in td.passes:
             if owner != name or callee not in on_self:
                 continue
@@ -360,7 +372,9 @@ class Lifetimes:
             (c, None) for c in self._production_callers(target)
         ]
         sites += [
-            (c, text) for c, text in index.unresolved_callers(target) if not is_test_module(c[0])
+            (c, text)
+            for c, text in index.unresolved_callers(target)
+            if not is_test_module(c[0]) and self._accepts(target, c, text)
         ]
         for caller, text in sites:
             if result:
@@ -378,6 +392,11 @@ class Lifetimes:
             )
         self._returned[target] = result
         return result
+
+    def _accepts(self, target: Target, caller: Target, text: str) -> bool:
+        s = self.index.modules.get(caller[0])
+        d = s.defs.get(caller[1]) if s is not None else None
+        return d is not None and self.index.accepts(target, d, text)
 
     def per_call_params(self) -> set[tuple[Target, str]]:
         """Parameters that are handed a per-call object by every caller: an instance of
@@ -430,31 +449,52 @@ class Lifetimes:
             if target in visited:
                 continue
             visited.add(target)
-            callers = {c for c, _region in index.callers_of(target)}
-            seen_from: dict[str, set[Target]] = {}
-            for caller in callers:
-                for param, origin in self._handed_to(caller, target):
+            sites = self._call_sites(target)
+            seen_from: dict[str, set[tuple[Target, str | None]]] = {}
+            for site in sites:
+                for param, origin in self._handed_to(*site, target):
                     origins.setdefault((target, param), []).append(origin)
-                    seen_from.setdefault(param, set()).add(caller)
+                    seen_from.setdefault(param, set()).add(site)
                     if origin[0] == "param" and origin[1] is not None:
                         pending.append(origin[1])
-            complete |= {(target, p) for p, seen in seen_from.items() if seen >= callers}
+            complete |= {(target, p) for p, seen in seen_from.items() if seen >= sites}
         return origins, complete
 
+    def _call_sites(self, target: Target) -> set[tuple[Target, str | None]]:
+        """The calls that may reach ``target``, as (caller, call text): its resolved
+        callers (text None); for a function reached by none, the calls by its name the
+        index cannot resolve whose arguments it accepts (``for s in self.steps:
+        s.run(state)`` reaches every ``run(self, state)``)."""
+        index = self.index
+        sites: set[tuple[Target, str | None]] = {
+            (c, None) for c, _region in index.callers_of(target)
+        }
+        if sites:
+            return sites
+        return {
+            (caller, text)
+            for caller, text in index.unresolved_callers(target)
+            if self._accepts(target, caller, text)
+        }
+
     def _handed_to(
-        self, caller: Target, target: Target
+        self, caller: Target, text_: str | None, target: Target
     ) -> list[tuple[str, tuple[str, Target | None, str]]]:
-        """(parameter of ``target``, origin) for what ``caller`` hands it: one of its own
-        parameters, or the result of a call (an instance of a per-call class, else
-        unjudged)."""
+        """(parameter of ``target``, origin) for what ``caller`` hands it (by the call
+        ``text_``, else by every call that resolves to it): one of its own parameters,
+        or the result of a call (an instance of a per-call class, else unjudged)."""
         index = self.index
         s = index.modules.get(caller[0])
         d = s.defs.get(caller[1]) if s is not None else None
         if s is None or d is None:
             return []
+
+        def reaches(text: str) -> bool:
+            return text == text_ if text_ is not None else index.resolve(s, d, text) == target
+
         out: list[tuple[str, tuple[str, Target | None, str]]] = []
         for text, key, param in d.passes:
-            if index.resolve(s, d, text) == target:
+            if reaches(text):
                 name = index.param_name(target, key)
                 if name is not None:
                     out.append((name, ("param", caller, param)))
@@ -462,7 +502,7 @@ class Lifetimes:
             if not how.startswith("handed:"):
                 continue
             _, callee, key = how.split(":", 2)
-            if index.resolve(s, d, callee) != target:
+            if not reaches(callee):
                 continue
             name = index.param_name(target, key)
             if name is None:
@@ -494,9 +534,10 @@ class Lifetimes:
         per_call: set[Target] = set()
         for cls in index.classes():
             family = index.subclasses(cls) | {cls}
-            if family & long_classes or not family & made.keys():
-                continue
-            per_call.add(cls)
+            if family <= self._announced:
+                per_call.add(cls)  # each instance hands itself to a queue
+            elif family & made.keys() and not family & long_classes:
+                per_call.add(cls)
         return per_call
 
     def _instantiated(self, s: FileSummary, d: DefSummary, text: str) -> Target | None:

@@ -58,7 +58,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 25
+SUMMARY_VERSION = 26
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -124,6 +124,18 @@ class DefSummary:
     #: dict or list literal, or a local bound only to one): what callers store in the
     #: result lives as long as they keep it
     fresh: bool = False
+    #: (parameter, attribute): parameters kept as items of ``self.<attribute>``
+    pitems: list[tuple[str, str]] = field(default_factory=list)
+    #: attributes of ``self`` whose items the body takes out (``self.jobs.remove(j)``,
+    #: ``del self.jobs[k]``, a filtering comprehension stored back)
+    drops: list[str] = field(default_factory=list)
+    #: variadic parameters: 1 when it takes ``*args``, 2 when ``**kwargs``, 3 both
+    star: int = 0
+    #: (call text, positional arguments, keywords): the shape of the calls by each
+    #: text, merged (the most positional arguments, -1 when one passes ``*args``; every
+    #: keyword, ``**`` when one passes ``**kwargs``): which functions a call by a name
+    #: the index cannot resolve may reach (``lifetimes.py``)
+    shapes: list[tuple[str, int, tuple[str, ...]]] = field(default_factory=list)
 
     def to_data(self) -> tuple[object, ...]:
         return (
@@ -131,6 +143,7 @@ class DefSummary:
             self.bases, self.allocs, self.calls, self.factories, self.types, self.alloc_calls,
             self.pwrites, self.passes, self.results, self.pkept, self.kernel, self.rwrites,
             self.hands, self.sets, self.once, self.keywords, self.fixed, self.fresh,
+            self.pitems, self.drops, self.star, self.shapes,
         )  # fmt: skip
 
     @classmethod
@@ -220,13 +233,16 @@ class _Scope:
     calls: set[tuple[str, str]] = field(default_factory=set)
     pwrites: set[tuple[str, str]] = field(default_factory=set)
     passes: set[tuple[str, str, str]] = field(default_factory=set)
-    #: (value, into) of values stored into objects: into ``self``, ``param:<name>``,
+    #: (value, into) of values stored into objects: into ``self``, ``self[]:<attr>``
+    #: (an item of the object's container ``self.<attr>``), ``param:<name>``,
     #: ``other`` (a global, a closure variable: outlives the call) or ``local:<name>``
     #: (an object the function holds in a local: as long as that object lives)
     kept: list[tuple[ast.expr, str]] = field(default_factory=list)
     handed: list[tuple[ast.expr, str]] = field(default_factory=list)  # (argument, how)
     arguments: list[tuple[str, str, ast.expr]] = field(default_factory=list)  # (call, key, arg)
     sets: set[str] = field(default_factory=set)  # ``self.<attr> = ...``
+    drops: set[str] = field(default_factory=set)  # ``self.<attr>.remove(...)``
+    shapes: dict[str, tuple[int, set[str]]] = field(default_factory=dict)  # of calls
     unpacked: dict[str, list[ast.expr]] = field(default_factory=dict)  # a, b = call()
     rebound: set[str] = field(default_factory=set)  # names bound by a loop or unpacking
     rwrites: set[tuple[str, str, str]] = field(default_factory=set)  # (call, kind, key)
@@ -451,6 +467,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         keywords = [a.arg for a in args.kwonlyargs]
         keywords += [star.arg for star in (args.vararg, args.kwarg) if star is not None]
         summary.keywords = tuple(keywords)
+        summary.star = (args.vararg is not None) + 2 * (args.kwarg is not None)
         all_params = set(positional) | set(keywords)
         if cls is None and parent.summary.kind == "function":
             self_name = parent.self_name  # a closure inside a method sees ``self``
@@ -542,6 +559,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         if scope.summary.kind == "function":
             self._param_writes(node, text, launch, scope)
         self._handed(node, text, scope)
+        self._shape(node, text, scope)
         head = text.split(".", 1)[0]
         if head not in _BUILTINS or head in self.imports or head in self.defs:
             scope.calls.add((text, self.region))
@@ -578,6 +596,18 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
                 scope.keeps.append((f"self.{attr}", node.args[1], self.region, node.lineno))
         self.generic_visit(node)
 
+    @staticmethod
+    def _shape(node: ast.Call, text: str, scope: _Scope) -> None:
+        """Merge the call's arguments into ``DefSummary.shapes``."""
+        starred = any(isinstance(a, ast.Starred) for a in node.args)
+        n = -1 if starred else len(node.args)
+        kws = {kw.arg or "**" for kw in node.keywords}
+        known = scope.shapes.get(text)
+        if known is not None:
+            n = -1 if -1 in (n, known[0]) else max(n, known[0])
+            kws |= known[1]
+        scope.shapes[text] = (n, kws)
+
     # ---- what a scope allocates
 
     def _finish(self, scope: _Scope) -> None:
@@ -588,6 +618,10 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         s.rwrites = sorted(scope.rwrites)
         s.passes = sorted(scope.passes)
         s.sets = sorted(scope.sets)
+        s.drops = sorted(scope.drops)
+        s.shapes = [
+            (text, n, tuple(sorted(kws))) for text, (n, kws) in sorted(scope.shapes.items())
+        ]
         s.fixed = fixed_calls(scope, self.module_names)
         s.once = sorted(
             name
@@ -625,6 +659,13 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
                 if isinstance(v, ast.Name)
                 and v.id in scope.params
                 and not into.startswith("local:")
+            }
+        )
+        s.pitems = sorted(
+            {
+                (v.id, into[7:])
+                for v, into in scope.kept
+                if isinstance(v, ast.Name) and v.id in scope.params and into.startswith("self[]:")
             }
         )
         unguarded = s.mode != "guarded"
@@ -933,6 +974,24 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
         d = s.defs.get(target[1]) if s is not None else None
         plain = d is not None and not d.cls
         return (self.unresolved_plain if plain else self.unresolved_sites).get(name, [])
+
+    def accepts(self, target: Target, d: DefSummary, text: str) -> bool:
+        """Whether the calls by ``text`` in ``d`` may reach ``target`` by their
+        arguments: no more positional arguments than it takes, no keyword it lacks
+        (unless it takes ``*args`` or ``**kwargs``)."""
+        s = self.modules.get(target[0])
+        td = s.defs.get(target[1]) if s is not None else None
+        if td is None:
+            return False
+        for call, n, kws in d.shapes:
+            if call != text:
+                continue
+            if n > len(td.params) and not td.star & 1:
+                return False
+            names = {*td.params, *td.keywords}
+            if not td.star & 2 and any(k != "**" and k not in names for k in kws):
+                return False
+        return True
 
     def unresolved_count(self, qual: str) -> int:
         """How many calls the index cannot resolve are by the last name of ``qual``."""

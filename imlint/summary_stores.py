@@ -19,8 +19,27 @@ if TYPE_CHECKING:
 #: Methods that keep what they are handed (on a container or registry).
 KEEPING_METHODS = frozenset(
     {"append", "add", "extend", "insert", "setdefault", "update", "appendleft", "put",
-     "register", "register_module", "add_module", "register_buffer", "register_parameter"}
+     "put_nowait", "register", "register_module", "add_module", "register_buffer",
+     "register_parameter"}
 )  # fmt: skip
+#: Keeping methods that add one item they are handed to a container.
+ITEM_METHODS = frozenset({"append", "appendleft", "add", "insert", "put", "put_nowait"})
+#: Methods that take items out of a container (``self.jobs.remove(job)``).
+DROPPING_METHODS = frozenset({"remove", "pop", "popleft", "popitem", "discard"})
+
+
+def item_attr(container: ast.expr, scope: _Scope) -> str | None:
+    """``attr`` when ``container`` is ``self.<attr>`` in a method (an object's own
+    container, whose items a store or a drop names)."""
+    if (
+        isinstance(container, ast.Attribute)
+        and isinstance(container.value, ast.Name)
+        and container.value.id == scope.self_name
+        and scope.summary.cls
+        and not scope.class_bound
+    ):
+        return container.attr
+    return None
 
 
 def _root_name(expr: ast.expr) -> str | None:
@@ -32,6 +51,21 @@ def _root_name(expr: ast.expr) -> str | None:
 def _string_key(target: ast.Subscript) -> bool:
     """``x["key"] = v`` fills a mapping (a tensor cannot be indexed by a string)."""
     return isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str)
+
+
+def _filters(value: ast.expr, target: ast.Attribute, scope: _Scope) -> bool:
+    """``self.x = [j for j in self.x if ...]``: a comprehension over the attribute's
+    own items that keeps some of them (a drop of the others)."""
+    if not isinstance(value, (ast.ListComp, ast.SetComp, ast.DictComp)):
+        return False
+    attr = item_attr(target, scope)
+    for gen in value.generators:
+        source = gen.iter
+        if isinstance(source, ast.Call) and isinstance(source.func, ast.Attribute):
+            source = source.func.value  # ``self.x.items()``
+        if gen.ifs and attr is not None and item_attr(source, scope) == attr:
+            return True
+    return False
 
 
 class StoreFacts:
@@ -83,12 +117,19 @@ class StoreFacts:
         (``lst.append(v)``, ``d.setdefault(k, v)``), else judged at the callee
         (``lifetimes.py``: a constructor that keeps its parameter owns the object)."""
         func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in DROPPING_METHODS:
+            attr = item_attr(func.value, scope)
+            if attr is not None:
+                scope.drops.add(attr)
         scope.arguments.extend((text, str(i), a) for i, a in enumerate(node.args))
         scope.arguments.extend((text, kw.arg, kw.value) for kw in node.keywords if kw.arg)
         if isinstance(func, ast.Attribute) and func.attr in KEEPING_METHODS:
             if func.attr not in ("setdefault", "register_buffer", "register_parameter"):
                 self._sets(func.value, scope, item=True)
             into = self._kept_into(_root_name(func.value), scope)
+            attr = item_attr(func.value, scope) if func.attr in ITEM_METHODS else None
+            if attr is not None:
+                into = f"self[]:{attr}"  # an item of the object's own container
             scope.kept.extend((a, into) for a in node.args)
             scope.kept.extend((kw.value, into) for kw in node.keywords)
             return
@@ -163,7 +204,11 @@ class StoreFacts:
                 if not _string_key(target):
                     scope.pwrites.add((root, self.torch_write(scope)))
             if root is not None:
-                scope.kept.append((value, self._kept_into(root, scope)))
+                into = self._kept_into(root, scope)
+                attr = item_attr(target.value, scope) if isinstance(target, ast.Subscript) else None
+                scope.kept.append((value, into if attr is None else f"self[]:{attr}"))
+                if isinstance(target, ast.Attribute) and _filters(value, target, scope):
+                    scope.drops.add(target.attr)  # ``self.jobs = [j for j in self.jobs if ...]``
             if (
                 isinstance(target, ast.Attribute)
                 and root is not None
@@ -209,6 +254,15 @@ class StoreFacts:
         root = _handle_root(node.target)
         if root in scope.params:
             scope.pwrites.add((root, self.torch_write(scope)))
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        scope = self.scopes[-1]
+        for target in node.targets:
+            if isinstance(target, ast.Subscript):
+                attr = item_attr(target.value, scope)
+                if attr is not None:
+                    scope.drops.add(attr)  # ``del self.jobs[key]``
         self.generic_visit(node)
 
     def visit_NamedExpr(self, node: ast.NamedExpr) -> None:

@@ -632,3 +632,136 @@ def test_a_thread_the_constructor_starts_is_not_set_up():
     eager = code.replace("threading.Thread(target=self._loop, daemon=True).start()", "self._loop()")
     index = ProjectIndex([summarize("pkg/a.py", eager, AnalysisOptions())])
     assert {q for _m, q in index.construction} >= {"Offloader._loop", "Offloader._step"}
+
+
+JOB = """
+import torch
+
+
+class Job:
+    def __init__(self, n):
+        self.n = n
+        self.mask = None
+
+    def get_mask(self):
+        if self.mask is None:
+            self.mask = torch.empty(self.n)
+        self.mask.zero_()
+        return self.mask
+"""
+
+GENERATOR = """
+from pkg.job import Job
+
+
+class Generator:
+    def __init__(self):
+        self.pending = []
+
+    def enqueue(self, job):
+        self.pending.append(job)
+
+    def iterate(self):
+        for job in list(self.pending):
+            job.get_mask()
+            {done}
+
+    def generate(self, n):
+        job = Job(n)
+        self.enqueue(job)
+        while self.pending:
+            self.iterate()
+"""
+
+
+def test_an_object_kept_only_in_a_queue_lives_per_request(tmp_path):
+    # ``generate`` is an entry point, but its job only waits in a list the generator
+    # takes finished jobs out of: the job's mask dies with the request.
+    served = GENERATOR.format(done="self.pending.remove(job)")
+    assert _findings(tmp_path, {"pkg/job.py": JOB, "pkg/gen.py": served}) == []
+    for done in ("del self.pending[0]", "self.pending = [j for j in self.pending if j.n]"):
+        assert _findings(tmp_path, {"pkg/gen.py": GENERATOR.format(done=done)}) == []
+    # A list nothing takes items out of keeps every job for the process.
+    kept = GENERATOR.format(done="pass")
+    assert _findings(tmp_path, {"pkg/gen.py": kept}) == [("job.py", 12, "IM001")]
+    # A cache fills on a miss only: what it holds is reused, not served and dropped.
+    cache = served.replace(
+        "self.pending.append(job)",
+        "if job not in self.pending:\n            self.pending.append(job)",
+    )
+    assert _findings(tmp_path, {"pkg/gen.py": cache}) == [("job.py", 12, "IM001")]
+    # Kept on the generator besides, the job outlives its turn in the queue.
+    also = served.replace("self.enqueue(job)", "self.enqueue(job)\n        self.last = job")
+    assert _findings(tmp_path, {"pkg/gen.py": also}) == [("job.py", 12, "IM001")]
+
+
+def test_an_object_that_queues_itself_lives_per_request(tmp_path):
+    wrapper = """
+    from pkg.job import Job
+
+
+    class AsyncJob:
+        def __init__(self, generator, n):
+            self.job = Job(n)
+            generator.submit(self)
+
+
+    class AsyncGenerator:
+        def __init__(self):
+            self.jobs = {}
+
+        def submit(self, job):
+            self.jobs[job.job.n] = job
+
+        def finish(self, n):
+            del self.jobs[n]
+    """
+    # Nothing in the tree makes an AsyncJob; its constructor hands it to a queue (by a
+    # call the index resolves only by name), so it and the job it holds are per call.
+    files = {"pkg/job.py": JOB, "pkg/wrap.py": wrapper}
+    assert _findings(tmp_path, files) == []
+    forever = wrapper.replace("del self.jobs[n]", "pass")
+    assert _findings(tmp_path, {"pkg/wrap.py": forever}) == [("job.py", 12, "IM001")]
+
+
+def test_a_method_reached_only_by_name_takes_what_those_calls_hand_it(tmp_path):
+    steps = """
+    import torch
+
+
+    class State:
+        def __init__(self, logits):
+            self.logits = logits
+            self.probs = None
+
+
+    class Normalize:
+        def run(self, state):
+            if state.probs is None:
+                state.probs = torch.empty(4)
+            state.probs.zero_()
+
+
+    class Sampler:
+        def __init__(self, steps):
+            self.steps = steps
+
+        def sample(self, logits):
+            state = State(logits)
+            for step in self.steps:
+                step.run(state)
+            return logits
+
+
+    def serve(sampler, batches):
+        return [sampler.sample(b) for b in batches]
+    """
+    # Every call by the name ``run`` the index cannot resolve hands a state made for
+    # the call: what ``Normalize.run`` stores on it dies with the call.
+    other = "def launch(kernel, x):\n    return kernel.run(x, 1, 2, grid=(1,))\n"
+    files = {"pkg/steps.py": steps, "pkg/other.py": other}
+    assert _findings(tmp_path, files) == []
+    # A call by that name that may reach it (its arguments fit) and hands a kept
+    # object leaves the parameter unjudged.
+    keeper = "KEPT = None\n\ndef keep(step, state):\n    step.run(state)\n"
+    assert _findings(tmp_path, {**files, "pkg/keep.py": keeper}) == [("steps.py", 14, "IM001")]
