@@ -81,6 +81,9 @@ TREES: dict[str, tuple[str, str, str]] = {
     # code base with its own generator and caches), and PyTorch's quantization library
     "exllamav3-1.6.5": ("exllamav3", "1.6.5", "exllamav3"),
     "torchao-0.18.0": ("torchao", "0.18.0", "torchao"),
+    # never tuned on, sampled fresh (fresh15): vllm's serving plugin for Ascend NPUs
+    # (a source release only: its Python files are read, nothing is built)
+    "vllm-ascend-0.23.0.post1": ("vllm-ascend", "0.23.0.post1", "vllm_ascend"),
     SEED_TREE: ("sglang", "0.5.18", "sglang"),
 }
 SCORED = ("sglang-0.5.23", "vllm-0.33.0", "lmdeploy-0.18.0")
@@ -97,6 +100,7 @@ ALIASES = {
     "exllamav2": "exllamav2-0.3.2",
     "exllamav3": "exllamav3-1.6.5",
     "torchao": "torchao-0.18.0",
+    "vllm-ascend": "vllm-ascend-0.23.0.post1",
 }
 VERDICTS = {"tp": "TP", "fp": "FP", "unsure": "unsure"}
 IM003_BY_CATEGORY = {"torch-write": "error", "kernel-write": "warning"}
