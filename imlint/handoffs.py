@@ -158,6 +158,7 @@ class CallWrites:
         external = self.facts.external
         if (
             (key is not None and "()." in key and key in external)
+            or dotted_name(callee) in external
             or launch
             or q.startswith("torch.ops.")
             or local in external

@@ -37,7 +37,8 @@ class FileFacts:
     #: callables that may write the tensors handed to them, from a kernel: local names
     #: this file imports from outside the project (``kinds.external_writer``), and names
     #: bound to a callable made at run time (``ProjectIndex.opaque``), in a function as
-    #: ``<function>|<name>``
+    #: ``<function>|<name>``; call texts of a library object's methods
+    #: (``ProjectIndex.foreign``)
     external: frozenset[str] = frozenset()
     #: functions of this file reached only from constructors: construction, not first use
     construction: frozenset[str] = frozenset()
@@ -133,6 +134,8 @@ class FactsFinder:
 
         def opaque(self, s: FileSummary, d: DefSummary | None, text: str) -> bool: ...
 
+        def foreign(self, s: FileSummary, text: str) -> bool: ...
+
         def _outside(self, qualified: str) -> bool: ...
 
         def covered(self, target: Target) -> str | None: ...
@@ -168,6 +171,8 @@ class FactsFinder:
                         else:
                             local = head in d.types or head in d.params or head in d.keywords
                             opaque.add(f"{d.qual}|{head}" if local else head)
+                    elif self.foreign(s, text):
+                        opaque.add(text)  # ``buf.query_mask(mask)``: a library's method
                     continue
                 key = _fact_key(d, text, s)
                 if key is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from imlint.kinds import READER_MODULES, external_writer
+from imlint.known_methods import BUILTIN_METHODS, TENSOR_METHODS
 
 if TYPE_CHECKING:
     from imlint.project import DefSummary, FileSummary, Target
@@ -18,7 +19,9 @@ class OutsideFinder:
 
     modules: dict[str, FileSummary]
     roots: set[str]
+    summaries: list[FileSummary]
     _alloc: dict[Target, tuple[str, bool, str]]
+    _def_names: frozenset[str] | None = None
 
     if TYPE_CHECKING:
 
@@ -41,6 +44,25 @@ class OutsideFinder:
         if head not in s.imports:
             return False
         return self._outside(self.qualify_in(s, text))
+
+    def foreign(self, s: FileSummary, text: str) -> bool:
+        """Whether ``text`` calls a method by a name that no function of the project
+        defines and no well-known API has (``known_methods``: torch's tensors and
+        modules, Python's containers, strings, queues and loggers), on an object that
+        is not this one and not an imported module: a method of an object from a
+        library outside (``buf.low_latency_query_mask_buffer(mask)``, a communication
+        library's buffer), which may write what it is handed from a kernel."""
+        head, dot, rest = text.partition(".")
+        if not dot or head in ("self", "cls", "super()") or head in s.imports or "?" in text:
+            return False
+        name = rest.rsplit(".", 1)[-1]
+        if name in TENSOR_METHODS or name in BUILTIN_METHODS or name.startswith("__"):
+            return False
+        if self._def_names is None:
+            self._def_names = frozenset(
+                d.qual.rsplit(".", 1)[-1] for m in self.summaries for d in m.defs.values()
+            )
+        return name not in self._def_names
 
     def _outside(self, qualified: str) -> bool:
         """An imported name from outside the project: not under one of its packages,

@@ -427,4 +427,5 @@ def _callee(
     target = index.resolve(s, d, text)
     if target is not None:
         return target, False
-    return None, launch or index.external_writes(s, text) or index.opaque(s, d, text)
+    outside = index.external_writes(s, text) or index.opaque(s, d, text)
+    return None, launch or outside or index.foreign(s, text)

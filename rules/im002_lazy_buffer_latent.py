@@ -19,8 +19,10 @@ class LazyBufferLatent(Rule):
     through it (`tl.store`, atomics), `out=buf` handed to a non-torch callable, a raw
     pointer (`buf.data_ptr()`) handed out, or project code that hands it on to one of
     these. Code imlint cannot read (an op from outside the project such as `torch.ops`
-    or a CUDA extension, a kernel compiled at run time) may write what it is handed or
-    only read it; what the buffer holds when made decides: blank or zeroed storage
+    or a CUDA extension, a kernel compiled at run time, a method no function of the
+    project defines on a library's object, such as a communication buffer's
+    `query_mask(mask)`; not a tensor's, a container's or a logger's) may write what it
+    is handed or only read it; what the buffer holds when made decides: blank or zeroed storage
     (`empty*`, `zeros*`) is its output, workspace or counter (IM002), a tensor made
     with content (`arange`, `tensor`, `ones`, `full`, a computed value, storage filled
     at creation) is its input (IM005). Blank storage that nothing visible writes is
