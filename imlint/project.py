@@ -58,7 +58,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 26
+SUMMARY_VERSION = 27
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -556,13 +556,15 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         text = self.call_text(
             node.func.value if isinstance(node.func, ast.Subscript) else node.func
         )
-        if scope.summary.kind == "function":
-            self._param_writes(node, text, launch, scope)
-        self._handed(node, text, scope)
-        self._shape(node, text, scope)
-        head = text.split(".", 1)[0]
-        if head not in _BUILTINS or head in self.imports or head in self.defs:
-            scope.calls.add((text, self.region))
+        alternatives = _alternatives(node.func, scope)
+        for text in [self.call_text(a, scope) for a in alternatives] or [text]:
+            if scope.summary.kind == "function":
+                self._param_writes(node, text, launch, scope)
+            self._handed(node, text, scope)
+            self._shape(node, text, scope)
+            head = text.split(".", 1)[0]
+            if head not in _BUILTINS or head in self.imports or head in self.defs:
+                scope.calls.add((text, self.region))
         if self.qualify(text) == "threading.Thread":
             # ``Thread(target=self._run)``: the target runs in a new thread, where
             # inference mode is off (it is per thread), whatever mode starts it.
@@ -691,6 +693,24 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
                 name = ref[1:]
                 if ref.startswith("#") and name != scope.self_name:
                     s.factories.append((name, positions.get(name, -1), text))
+
+
+def _alternatives(func: ast.expr, scope: _Scope) -> list[ast.expr]:
+    """The callables a local names when it is bound only to named ones (``kernel =
+    decode if short else prefill``, then ``kernel(q, kv)``): the call runs one of them."""
+    if not isinstance(func, ast.Name) or func.id in scope.params:
+        return []
+    values = scope.assigned.get(func.id)
+    if not values or func.id in scope.rebound:
+        return []
+    out: list[ast.expr] = []
+    for value in values:
+        options = (value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,)
+        for option in options:
+            if not isinstance(option, (ast.Name, ast.Attribute)) or _dotted(option) is None:
+                return []
+            out.append(option)
+    return out
 
 
 _FRESH_LITERALS = (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)

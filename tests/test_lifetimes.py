@@ -765,3 +765,40 @@ def test_a_method_reached_only_by_name_takes_what_those_calls_hand_it(tmp_path):
     # object leaves the parameter unjudged.
     keeper = "KEPT = None\n\ndef keep(step, state):\n    step.run(state)\n"
     assert _findings(tmp_path, {**files, "pkg/keep.py": keeper}) == [("steps.py", 14, "IM001")]
+
+
+def test_a_local_bound_to_named_functions_calls_them(tmp_path):
+    kernels = """
+    import torch
+
+
+    def decode(q, scratch=None):
+        if scratch is not None:
+            if q.shape[0] not in scratch:
+                scratch[q.shape[0]] = torch.empty(q.shape[0])
+            scratch[q.shape[0]].zero_()
+        return q
+
+
+    def prefill(q, scratch=None):
+        return q
+    """
+    attn = """
+    from pkg.kernels import decode, prefill
+
+
+    class Attention:
+        def __init__(self):
+            self._scratch = {}
+
+        def forward(self, q, short):
+            kernel = decode if short else prefill
+            return kernel(q)
+    """
+    # ``kernel(q)`` calls ``decode`` (or ``prefill``) without a scratch dict: the
+    # function is not an entry point, and no caller hands it storage to fill.
+    files = {"pkg/kernels.py": kernels, "pkg/attn.py": attn}
+    assert _findings(tmp_path, files) == []
+    # Handed the attention's own dict, the scratch buffers live as long as it does.
+    kept = attn.replace("kernel(q)", "kernel(q, scratch=self._scratch)")
+    assert _findings(tmp_path, {"pkg/attn.py": kept}) == [("kernels.py", 8, "IM001")]
