@@ -557,14 +557,14 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
             node.func.value if isinstance(node.func, ast.Subscript) else node.func
         )
         alternatives = _alternatives(node.func, scope)
-        for text in [self.call_text(a, scope) for a in alternatives] or [text]:
+        for callee in [self.call_text(a, scope) for a in alternatives] or [text]:
             if scope.summary.kind == "function":
-                self._param_writes(node, text, launch, scope)
-            self._handed(node, text, scope)
-            self._shape(node, text, scope)
-            head = text.split(".", 1)[0]
+                self._param_writes(node, callee, launch, scope)
+            self._handed(node, callee, scope)
+            self._shape(node, callee, scope)
+            head = callee.split(".", 1)[0]
             if head not in _BUILTINS or head in self.imports or head in self.defs:
-                scope.calls.add((text, self.region))
+                scope.calls.add((callee, self.region))
         if self.qualify(text) == "threading.Thread":
             # ``Thread(target=self._run)``: the target runs in a new thread, where
             # inference mode is off (it is per thread), whatever mode starts it.
