@@ -65,6 +65,7 @@ KNOWN_KEYS: dict[str, str] = {
     "extra-guards": "list of context managers or decorators that act as inference_mode(False)",
     "extra-cache-decorators": "list of decorators that cache a function's return value",
     "inference-mode-regions": "list of context managers or decorators that turn inference mode on",
+    "setup-functions": "list of functions a framework calls once while it sets up: construction",
     "per-file-ignores": "table of glob pattern -> list of rule codes",
     "timeout": "seconds one file may take before it is reported and skipped (0: no limit)",
     "line-length": "the formatter's line length: fixed lines past it are split as ruff would",
@@ -279,6 +280,9 @@ def _analysis_options(config_path: Path, table: dict[str, Any]) -> AnalysisOptio
             _string_list(
                 config_path, "inference-mode-regions", table.get("inference-mode-regions", [])
             )
+        ),
+        setup_functions=frozenset(
+            _string_list(config_path, "setup-functions", table.get("setup-functions", []))
         ),
     )
 

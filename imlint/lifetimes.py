@@ -133,6 +133,10 @@ class Construction:
                 if d.kind != "function" or _is_constructor(d.qual):
                     continue
                 target = (s.module, d.qual)
+                if d.setup:  # ``setup-functions``: the framework calls it while it sets up
+                    waiting[target] = ([], None)
+                    constructed.add(target)
+                    continue
                 name = d.qual.rsplit(".", 1)[-1]
                 key = (name, bool(d.cls))
                 if key not in by_name:  # calls by name are shared by every function so named

@@ -15,6 +15,9 @@ class AnalysisOptions:
     extra_cache_decorators: frozenset[str] = field(default_factory=frozenset)
     #: Extra context managers / decorators that turn inference mode on (for reach).
     inference_mode_regions: frozenset[str] = field(default_factory=frozenset)
+    #: Functions a framework outside the project calls while it sets up (model loading
+    #: hooks): construction, like constructors (dotted or bare names).
+    setup_functions: frozenset[str] = field(default_factory=frozenset)
 
     def key(self) -> str:
         """A stable text that changes when any option changes."""
@@ -25,5 +28,6 @@ class AnalysisOptions:
                 self.extra_guards,
                 self.extra_cache_decorators,
                 self.inference_mode_regions,
+                self.setup_functions,
             )
         )

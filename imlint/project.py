@@ -58,7 +58,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 27
+SUMMARY_VERSION = 28
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -131,6 +131,8 @@ class DefSummary:
     drops: list[str] = field(default_factory=list)
     #: variadic parameters: 1 when it takes ``*args``, 2 when ``**kwargs``, 3 both
     star: int = 0
+    #: configured as a function a framework calls while it sets up (``setup-functions``)
+    setup: bool = False
     #: (call text, positional arguments, keywords): the shape of the calls by each
     #: text, merged (the most positional arguments, -1 when one passes ``*args``; every
     #: keyword, ``**`` when one passes ``**kwargs``): which functions a call by a name
@@ -143,7 +145,7 @@ class DefSummary:
             self.bases, self.allocs, self.calls, self.factories, self.types, self.alloc_calls,
             self.pwrites, self.passes, self.results, self.pkept, self.kernel, self.rwrites,
             self.hands, self.sets, self.once, self.keywords, self.fixed, self.fresh,
-            self.pitems, self.drops, self.star, self.shapes,
+            self.pitems, self.drops, self.star, self.setup, self.shapes,
         )  # fmt: skip
 
     @classmethod
@@ -468,6 +470,8 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         keywords += [star.arg for star in (args.vararg, args.kwarg) if star is not None]
         summary.keywords = tuple(keywords)
         summary.star = (args.vararg is not None) + 2 * (args.kwarg is not None)
+        setup = self.options.setup_functions
+        summary.setup = bool(setup) and name_matches(f"{self.module}.{qual}", setup)
         all_params = set(positional) | set(keywords)
         if cls is None and parent.summary.kind == "function":
             self_name = parent.self_name  # a closure inside a method sees ``self``

@@ -69,6 +69,7 @@ def describe(path: str, s: Settings) -> str:
         ("extra-guards", str(sorted(s.options.extra_guards))),
         ("extra-cache-decorators", str(sorted(s.options.extra_cache_decorators))),
         ("inference-mode-regions", str(sorted(s.options.inference_mode_regions))),
+        ("setup-functions", str(sorted(s.options.setup_functions))),
         ("timeout", f"{s.timeout:g}"),
         ("line-length", str(s.line_length)),
         ("unsafe-fixes", str(s.unsafe_fixes).lower()),

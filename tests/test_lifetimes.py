@@ -802,3 +802,38 @@ def test_a_local_bound_to_named_functions_calls_them(tmp_path):
     # Handed the attention's own dict, the scratch buffers live as long as it does.
     kept = attn.replace("kernel(q)", "kernel(q, scratch=self._scratch)")
     assert _findings(tmp_path, {"pkg/attn.py": kept}) == [("kernels.py", 8, "IM001")]
+
+
+def test_functions_the_framework_calls_at_set_up_are_construction(tmp_path):
+    layer = """
+    import torch
+
+
+    class Method:
+        def process_weights_after_loading(self, layer):
+            self._prepare(layer)
+
+        def _prepare(self, layer):
+            if not hasattr(layer, "w_t"):
+                layer.w_t = layer.weight.t().contiguous()
+            else:
+                layer.w_t.copy_(layer.weight.t())
+
+
+    class Layer:
+        def __init__(self):
+            self.weight = torch.ones(4, 4)
+            self.method = Method()
+    """
+    # Nothing in the tree calls the loading hook: it may run at any time, first use
+    # included, so the transposed weight is a lazy buffer.
+    files = {"pkg/layer.py": layer}
+    assert _findings(tmp_path, files) == [("layer.py", 11, "IM001")]
+    # Declared as a hook the framework runs while it loads the model, it and what only
+    # it calls are set-up.
+    config = '[tool.imlint]\nsetup-functions = ["process_weights_after_loading"]\n'
+    (tmp_path / "pyproject.toml").write_text(config, encoding="utf-8")
+    assert _findings(tmp_path, files) == []
+    dotted = config.replace('"process', '"pkg.layer.Method.process')
+    (tmp_path / "pyproject.toml").write_text(dotted, encoding="utf-8")
+    assert _findings(tmp_path, files) == []
