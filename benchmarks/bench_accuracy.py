@@ -324,7 +324,9 @@ def relative_path(raw: str, root: Path) -> str:
         return Path(raw).as_posix()
 
 
-def run_imlint(tree: str, jobs: int | None, extend_select: str | None = None) -> ImlintRun:
+def run_imlint(
+    tree: str, jobs: int | None, extend_select: str | None = None, config: str | None = None
+) -> ImlintRun:
     root = tree_dir(tree)
     top = TREES[tree][2]
     target = root / top
@@ -343,6 +345,8 @@ def run_imlint(tree: str, jobs: int | None, extend_select: str | None = None) ->
         cmd += ["-j", str(jobs)]
     if extend_select:
         cmd += ["--extend-select", extend_select]
+    if config:
+        cmd += ["--config", str(Path(config).resolve())]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -828,7 +832,7 @@ def sample_mode(args: argparse.Namespace, trees: list[str]) -> int:
     records: list[dict[str, Any]] = []
     for tree in trees:
         ensure_tree(tree)
-        run = run_imlint(tree, args.jobs, args.extend_select)
+        run = run_imlint(tree, args.jobs, args.extend_select, args.config)
         pool: list[Finding] = []
         seen: set[Key] = set()
         for f in run.findings:  # one finding per key: a label covers them all
@@ -899,7 +903,7 @@ def saved_run(tree: str, args: argparse.Namespace) -> ImlintRun:
         findings = [Finding(**item) for item in data["findings"]]
         run = ImlintRun(findings, data["errors"], data["seconds"])
     else:
-        run = run_imlint(tree, args.jobs, args.extend_select)
+        run = run_imlint(tree, args.jobs, args.extend_select, args.config)
         if saved is not None:
             saved.parent.mkdir(parents=True, exist_ok=True)
             data = {
@@ -947,6 +951,13 @@ def main() -> int:
         metavar="CODES",
         default="IM005",
         help="passed to imlint (default IM005: the read-only tier is labelled too; '' for none)",
+    )
+    ap.add_argument(
+        "--config",
+        metavar="FILE",
+        help="passed to imlint: a [tool.imlint] table every tree is checked with (default: "
+        "none, as a tree without configuration; setup-hooks.toml: the set-up hooks of "
+        "vllm-style frameworks)",
     )
     ap.add_argument("--sample", type=int, metavar="N", help="write N random findings per tree")
     ap.add_argument("--seed", type=int, default=0, help="seed of --sample (default 0)")
