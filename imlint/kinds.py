@@ -28,6 +28,10 @@ FRESH_CALLS = frozenset(
         "SimpleNamespace",
         "types.SimpleNamespace",
         "object",
+        # copies: a new object (stores on it replace its attributes, not the original's)
+        "copy.copy",
+        "copy.deepcopy",
+        "dataclasses.replace",
     }
 )
 

@@ -23,7 +23,7 @@ import ast
 import hashlib
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from imlint.holders import Holders
@@ -32,6 +32,7 @@ from imlint.index_facts import FactsFinder
 from imlint.index_outside import OutsideFinder
 from imlint.index_reach import ReachFinder
 from imlint.kinds import (
+    FRESH_CALLS,
     MODULE_SCOPE,
     THREAD_REGION,
 )
@@ -58,7 +59,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 28
+SUMMARY_VERSION = 29
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -602,6 +603,13 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
                 scope.keeps.append((f"self.{attr}", node.args[1], self.region, node.lineno))
         self.generic_visit(node)
 
+    def _fresh_call(self, value: ast.expr) -> bool:
+        """A call that builds a new object nothing else holds (``kinds.FRESH_CALLS``)."""
+        if not isinstance(value, ast.Call):
+            return False
+        text = _dotted(value.func)
+        return text is not None and self.qualify(text) in FRESH_CALLS
+
     @staticmethod
     def _shape(node: ast.Call, text: str, scope: _Scope) -> None:
         """Merge the call's arguments into ``DefSummary.shapes``."""
@@ -657,7 +665,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         for value, how in scope.handed:
             results |= {(text, how) for text in self._made(value, scope)}
         s.results = sorted(results)
-        s.fresh = scope.plain and _returns_fresh(scope)
+        s.fresh = scope.plain and _returns_fresh(scope, self._fresh_call)
         s.pkept = sorted(
             {
                 v.id
@@ -720,9 +728,10 @@ def _alternatives(func: ast.expr, scope: _Scope) -> list[ast.expr]:
 _FRESH_LITERALS = (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)
 
 
-def _returns_fresh(scope: _Scope) -> bool:
+def _returns_fresh(scope: _Scope, fresh_call: Callable[[ast.expr], bool]) -> bool:
     """Whether every ``return`` hands back a container built by this call that nothing
-    else holds (``DefSummary.fresh``)."""
+    else holds (``DefSummary.fresh``): a literal, a new object from a call that builds
+    one (``copy.copy(meta)``, ``fresh_call``), or a local bound only to one of those."""
     if not scope.returns:
         return False
     held = {
@@ -737,12 +746,12 @@ def _returns_fresh(scope: _Scope) -> bool:
         if isinstance(v, ast.Name)
     }
     for value, _region, _line in scope.returns:
-        if isinstance(value, _FRESH_LITERALS):
+        if isinstance(value, _FRESH_LITERALS) or fresh_call(value):
             continue
         if not isinstance(value, ast.Name) or value.id in scope.params | held | scope.rebound:
             return False
         bound = scope.assigned.get(value.id)
-        if not bound or not all(isinstance(v, _FRESH_LITERALS) for v in bound):
+        if not bound or not all(isinstance(v, _FRESH_LITERALS) or fresh_call(v) for v in bound):
             return False
     return True
 

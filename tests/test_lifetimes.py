@@ -837,3 +837,31 @@ def test_functions_the_framework_calls_at_set_up_are_construction(tmp_path):
     dotted = config.replace('"process', '"pkg.layer.Method.process')
     (tmp_path / "pyproject.toml").write_text(dotted, encoding="utf-8")
     assert _findings(tmp_path, files) == []
+
+
+def test_what_a_call_stores_on_a_copy_it_makes_is_per_call(tmp_path):
+    proposer = """
+    import copy
+
+    import torch
+
+
+    class Proposer:
+        def __init__(self, meta):
+            self.meta = meta
+
+        def _copy_meta(self, meta):
+            return copy.copy(meta)
+
+        def step(self, n):
+            meta = self._copy_meta(self.meta)
+            if meta.lens is not None:
+                meta.lens = meta.lens.clone()
+            meta.lens.add_(1)
+            return meta
+    """
+    # The copy is a new object for each call: cloning onto it replaces its attribute.
+    assert _findings(tmp_path, {"pkg/prop.py": proposer}) == []
+    # Storing on the proposer's own metadata replaces what it keeps.
+    kept = proposer.replace("meta = self._copy_meta(self.meta)", "meta = self.meta")
+    assert _findings(tmp_path, {"pkg/prop.py": kept}) == [("prop.py", 17, "IM001")]
