@@ -59,7 +59,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 29
+SUMMARY_VERSION = 30
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -561,8 +561,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         text = self.call_text(
             node.func.value if isinstance(node.func, ast.Subscript) else node.func
         )
-        alternatives = _alternatives(node.func, scope)
-        for callee in [self.call_text(a, scope) for a in alternatives] or [text]:
+        for callee in self.call_texts(node.func, scope):
             if scope.summary.kind == "function":
                 self._param_writes(node, callee, launch, scope)
             self._handed(node, callee, scope)
@@ -602,6 +601,13 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
                 attr = str(name.value) if isinstance(name, ast.Constant) else "<buffer>"
                 scope.keeps.append((f"self.{attr}", node.args[1], self.region, node.lineno))
         self.generic_visit(node)
+
+    def call_texts(self, func: ast.expr, scope: _Scope | None = None) -> list[str]:
+        """The texts of the callables a call may run: the callee's own, or, for a local
+        bound only to named callables, theirs (``_alternatives``)."""
+        scope = scope or self.scopes[-1]
+        alternatives = _alternatives(func, scope)
+        return [self.call_text(a, scope) for a in alternatives] or [self.call_text(func, scope)]
 
     def _fresh_call(self, value: ast.expr) -> bool:
         """A call that builds a new object nothing else holds (``kinds.FRESH_CALLS``)."""

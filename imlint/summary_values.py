@@ -47,6 +47,8 @@ class ValueOrigins:
 
         def call_text(self, func: ast.expr, scope: _Scope | None = None) -> str: ...
 
+        def call_texts(self, func: ast.expr, scope: _Scope | None = None) -> list[str]: ...
+
         def is_allocator(self, node: ast.Call) -> str | None: ...
 
     def refs(self, expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) -> set[str]:
@@ -71,7 +73,7 @@ class ValueOrigins:
                     stack.append(e.args[0])
                     continue
                 if isinstance(func, ast.Name) or (text is not None and "." in text):
-                    out.add(self.call_text(func))
+                    out.update(self.call_texts(func))
                 if isinstance(func, ast.Attribute) and func.attr not in NON_TENSOR_METHODS:
                     filled = isinstance(func.value, ast.Call) and is_inplace_name(func.attr)
                     made = self.is_allocator(func.value) if filled else None  # type: ignore[arg-type]
@@ -111,7 +113,7 @@ class ValueOrigins:
             if isinstance(e, ast.Call):
                 text = _dotted(e.func)
                 if text is not None:
-                    out.add(self.call_text(e.func, scope))
+                    out.update(self.call_texts(e.func, scope))
                 func = e.func
                 if (
                     isinstance(func, ast.Attribute)

@@ -33,6 +33,8 @@ class WriteFacts:
 
         def call_text(self, func: ast.expr, scope: _Scope | None = None) -> str: ...
 
+        def call_texts(self, func: ast.expr, scope: _Scope | None = None) -> list[str]: ...
+
     def _param_writes(self, node: ast.Call, text: str, launch: bool, scope: _Scope) -> None:
         """What a call does with the tensors a function was handed (its parameters), keeps
         on ``self``, or got back from a call: writes them in place, stores to them from a
@@ -137,7 +139,7 @@ class WriteFacts:
                 text = dotted(e.func)
                 head = (text or "").split(".", 1)[0]
                 if text is not None and (head not in BUILTINS or head in self.defs):
-                    out.add((self.call_text(e.func), key))
+                    out.update((callee, key) for callee in self.call_texts(e.func))
             elif isinstance(e, ast.Name) and e.id not in seen:
                 for value in self._local_values(e.id, scope):
                     pending.append((value, key, seen | {e.id}))

@@ -865,3 +865,51 @@ def test_what_a_call_stores_on_a_copy_it_makes_is_per_call(tmp_path):
     # Storing on the proposer's own metadata replaces what it keeps.
     kept = proposer.replace("meta = self._copy_meta(self.meta)", "meta = self.meta")
     assert _findings(tmp_path, {"pkg/prop.py": kept}) == [("prop.py", 17, "IM001")]
+
+
+def test_an_object_a_factory_makes_through_a_picked_class_lives_as_its_result(tmp_path):
+    backend = """
+    import torch
+
+
+    class Backend:
+        def __init__(self):
+            self.buf = None
+
+        def run(self, n):
+            if self.buf is None:
+                self.buf = torch.empty(n)
+            self.buf.zero_()
+
+
+    class FastBackend(Backend):
+        pass
+
+
+    def create(fast):
+        cls = FastBackend if fast else Backend
+        return cls()
+    """
+    runner = """
+    from pkg.backend import create
+
+
+    class Runner:
+        def __init__(self, fast):
+            self.backend = create(fast)
+
+        def step(self, n):
+            self.backend.run(n)
+    """
+    # ``cls()`` makes a Backend (or a FastBackend) that ``create`` returns and the
+    # runner keeps: a long-lived backend, whose buffer is lazy.
+    files = {"pkg/backend.py": backend, "pkg/runner.py": runner}
+    assert _findings(tmp_path, files) == [("backend.py", 11, "IM001")]
+    # Made for each step of a serving loop instead, the backend and its buffer die
+    # with the step.
+    per_step = runner.replace("self.backend = create(fast)", "self.fast = fast")
+    per_step = per_step.replace("self.backend.run(n)", "create(self.fast).run(n)")
+    per_step += (
+        "\n\n    def serve(runner):\n        for n in range(4):\n            runner.step(n)\n"
+    )
+    assert _findings(tmp_path, {"pkg/runner.py": per_step}) == []
