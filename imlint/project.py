@@ -32,7 +32,6 @@ from imlint.index_facts import FactsFinder
 from imlint.index_outside import OutsideFinder
 from imlint.index_reach import ReachFinder
 from imlint.kinds import (
-    FRESH_CALLS,
     MODULE_SCOPE,
     THREAD_REGION,
 )
@@ -565,7 +564,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
             if scope.summary.kind == "function":
                 self._param_writes(node, callee, launch, scope)
             self._handed(node, callee, scope)
-            self._shape(node, callee, scope)
+            _merge_shape(node, callee, scope)
             head = callee.split(".", 1)[0]
             if head not in _BUILTINS or head in self.imports or head in self.defs:
                 scope.calls.add((callee, self.region))
@@ -601,32 +600,6 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
                 attr = str(name.value) if isinstance(name, ast.Constant) else "<buffer>"
                 scope.keeps.append((f"self.{attr}", node.args[1], self.region, node.lineno))
         self.generic_visit(node)
-
-    def call_texts(self, func: ast.expr, scope: _Scope | None = None) -> list[str]:
-        """The texts of the callables a call may run: the callee's own, or, for a local
-        bound only to named callables, theirs (``_alternatives``)."""
-        scope = scope or self.scopes[-1]
-        alternatives = _alternatives(func, scope)
-        return [self.call_text(a, scope) for a in alternatives] or [self.call_text(func, scope)]
-
-    def _fresh_call(self, value: ast.expr) -> bool:
-        """A call that builds a new object nothing else holds (``kinds.FRESH_CALLS``)."""
-        if not isinstance(value, ast.Call):
-            return False
-        text = _dotted(value.func)
-        return text is not None and self.qualify(text) in FRESH_CALLS
-
-    @staticmethod
-    def _shape(node: ast.Call, text: str, scope: _Scope) -> None:
-        """Merge the call's arguments into ``DefSummary.shapes``."""
-        starred = any(isinstance(a, ast.Starred) for a in node.args)
-        n = -1 if starred else len(node.args)
-        kws = {kw.arg or "**" for kw in node.keywords}
-        known = scope.shapes.get(text)
-        if known is not None:
-            n = -1 if -1 in (n, known[0]) else max(n, known[0])
-            kws |= known[1]
-        scope.shapes[text] = (n, kws)
 
     # ---- what a scope allocates
 
@@ -713,22 +686,16 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
                     s.factories.append((name, positions.get(name, -1), text))
 
 
-def _alternatives(func: ast.expr, scope: _Scope) -> list[ast.expr]:
-    """The callables a local names when it is bound only to named ones (``kernel =
-    decode if short else prefill``, then ``kernel(q, kv)``): the call runs one of them."""
-    if not isinstance(func, ast.Name) or func.id in scope.params:
-        return []
-    values = scope.assigned.get(func.id)
-    if not values or func.id in scope.rebound:
-        return []
-    out: list[ast.expr] = []
-    for value in values:
-        options = (value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,)
-        for option in options:
-            if not isinstance(option, (ast.Name, ast.Attribute)) or _dotted(option) is None:
-                return []
-            out.append(option)
-    return out
+def _merge_shape(node: ast.Call, text: str, scope: _Scope) -> None:
+    """Merge the call's arguments into ``DefSummary.shapes``."""
+    starred = any(isinstance(a, ast.Starred) for a in node.args)
+    n = -1 if starred else len(node.args)
+    kws = {kw.arg or "**" for kw in node.keywords}
+    known = scope.shapes.get(text)
+    if known is not None:
+        n = -1 if -1 in (n, known[0]) else max(n, known[0])
+        kws |= known[1]
+    scope.shapes[text] = (n, kws)
 
 
 _FRESH_LITERALS = (ast.Dict, ast.List, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp)

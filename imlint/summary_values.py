@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from imlint.kinds import ITEM_GETTERS, is_inplace_name
+from imlint.kinds import FRESH_CALLS, ITEM_GETTERS, is_inplace_name
 from imlint.summary_writes import dotted as _dotted
 from imlint.vocabulary import NON_TENSOR_METHODS
 
@@ -34,6 +34,24 @@ RETURNS_SELF_METHODS = frozenset(
 )  # fmt: skip
 
 
+def _alternatives(func: ast.expr, scope: _Scope) -> list[ast.expr]:
+    """The callables a local names when it is bound only to named ones (``kernel =
+    decode if short else prefill``, then ``kernel(q, kv)``): the call runs one of them."""
+    if not isinstance(func, ast.Name) or func.id in scope.params:
+        return []
+    values = scope.assigned.get(func.id)
+    if not values or func.id in scope.rebound:
+        return []
+    out: list[ast.expr] = []
+    for value in values:
+        options = (value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,)
+        for option in options:
+            if not isinstance(option, (ast.Name, ast.Attribute)) or _dotted(option) is None:
+                return []
+            out.append(option)
+    return out
+
+
 class ValueOrigins:
     """A mixin of the project summarizer (``imlint.project._Summarizer``)."""
 
@@ -47,9 +65,21 @@ class ValueOrigins:
 
         def call_text(self, func: ast.expr, scope: _Scope | None = None) -> str: ...
 
-        def call_texts(self, func: ast.expr, scope: _Scope | None = None) -> list[str]: ...
-
         def is_allocator(self, node: ast.Call) -> str | None: ...
+
+    def call_texts(self, func: ast.expr, scope: _Scope | None = None) -> list[str]:
+        """The texts of the callables a call may run: the callee's own, or, for a local
+        bound only to named callables, theirs (``_alternatives``)."""
+        scope = scope or self.scopes[-1]
+        alternatives = _alternatives(func, scope)
+        return [self.call_text(a, scope) for a in alternatives] or [self.call_text(func, scope)]
+
+    def _fresh_call(self, value: ast.expr) -> bool:
+        """A call that builds a new object nothing else holds (``kinds.FRESH_CALLS``)."""
+        if not isinstance(value, ast.Call):
+            return False
+        text = _dotted(value.func)
+        return text is not None and self.qualify(text) in FRESH_CALLS
 
     def refs(self, expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) -> set[str]:
         """What the value of ``expr`` may come from: ``!torch.empty`` (an allocation;
