@@ -557,10 +557,9 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         scope = self.scopes[-1]
         launch = isinstance(node.func, ast.Subscript)  # ``kernel[grid](...)``
-        text = self.call_text(
-            node.func.value if isinstance(node.func, ast.Subscript) else node.func
-        )
-        for callee in self.call_texts(node.func, scope):
+        callable_ = node.func.value if isinstance(node.func, ast.Subscript) else node.func
+        text = self.call_text(callable_)
+        for callee in self.call_texts(callable_, scope):
             if scope.summary.kind == "function":
                 self._param_writes(node, callee, launch, scope)
             self._handed(node, callee, scope)
