@@ -46,6 +46,8 @@ class ReachFinder:
 
         def unresolved_count(self, qual: str) -> int: ...
 
+        def callers_of(self, target: Target) -> list[tuple[Target, str]]: ...
+
     def target_of(self, path: str, function: str) -> Target | None:
         s = self.files.get(path)
         if s is None or function not in s.defs:
@@ -136,8 +138,9 @@ class ReachFinder:
                     if d.mode == "inference":
                         decorated.add(target)
         calls: dict[Target, list[Target]] = {}  # caller -> callees, outside a region
-        for callee, callers in self.callers.items():
-            for caller, region in callers:
+        for callee in everything:
+            # ``callers_of``: an override runs where its base's method is called
+            for caller, region in self.callers_of(callee):
                 if region != "inference":
                     calls.setdefault(caller, []).append(callee)
         pending = [t for t in everything if t not in decorated and self._opens(t)]
@@ -152,7 +155,7 @@ class ReachFinder:
     def _opens(self, target: Target) -> bool:
         """Whether a call path to ``target`` can start outside inference mode right at
         its callers (what :meth:`confined_functions` spreads to callees)."""
-        callers = self.callers.get(target)
+        callers = self.callers_of(target)
         if not callers or self.unresolved_sites.get(target[1].rsplit(".", 1)[-1]):
             return True
         return any(

@@ -1353,6 +1353,42 @@ def test_a_write_whose_every_call_path_runs_in_inference_mode_is_latent():
     assert codes(CONFINED.format(caller=off)) == []
 
 
+OVERRIDE = """
+import torch
+
+_BUF = {}
+
+
+def prepare(x):
+    if "b" not in _BUF:
+        _BUF["b"] = torch.empty(8)
+    _BUF["b"][: x.numel()].copy_(x)
+
+
+class Runner:
+    def _forward(self, x):
+        return x
+
+    @torch.inference_mode()
+    def run(self, x):
+        return self._forward(x)
+
+
+class FastRunner(Runner):
+    def _forward(self, x):
+        prepare(x)
+        return x
+"""
+
+
+def test_an_override_runs_where_its_bases_method_is_called():
+    # ``FastRunner._forward`` runs from the decorated ``run``: the write is latent.
+    assert codes(OVERRIDE) == [(9, "IM002")]
+    # A caller outside inference mode opens the path.
+    warm = OVERRIDE + "\n    def warm(self, x):\n        return self._forward(x)\n"
+    assert codes(warm) == [(9, "IM001")]
+
+
 FRESH_RESULT = """
 import torch
 
