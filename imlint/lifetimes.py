@@ -482,10 +482,10 @@ class Lifetimes:
         }
 
     def _handed_to(
-        self, caller: Target, text_: str | None, target: Target
+        self, caller: Target, via: str | None, target: Target
     ) -> list[tuple[str, tuple[str, Target | None, str]]]:
         """(parameter of ``target``, origin) for what ``caller`` hands it (by the call
-        ``text_``, else by every call that resolves to it): one of its own parameters,
+        ``via``, else by every call that resolves to it): one of its own parameters,
         or the result of a call (an instance of a per-call class, else unjudged)."""
         index = self.index
         s = index.modules.get(caller[0])
@@ -494,7 +494,7 @@ class Lifetimes:
             return []
 
         def reaches(text: str) -> bool:
-            return text == text_ if text_ is not None else index.resolve(s, d, text) == target
+            return text == via if via is not None else index.resolve(s, d, text) == target
 
         out: list[tuple[str, tuple[str, Target | None, str]]] = []
         for text, key, param in d.passes:

@@ -61,8 +61,9 @@ class Queues:
             # round through overrides: either side may add, either may drop.
             family = index.subclasses(dropper) | {dropper}
             for cls, added in adds.items():
-                if cls in family or dropper in index.subclasses(cls):
-                    out |= {(cls, attr) for attr in added & attrs}
+                common = added & attrs
+                if common and (cls in family or dropper in index.subclasses(cls)):
+                    out |= {(cls, attr) for attr in common}
         return out
 
     def is_queue(self, cls: Target, attr: str) -> bool:
