@@ -48,8 +48,6 @@ class ReachFinder:
 
         def callers_of(self, target: Target) -> list[tuple[Target, str]]: ...
 
-        def unresolved_callers(self, target: Target) -> list[tuple[Target, str]]: ...
-
     def target_of(self, path: str, function: str) -> Target | None:
         s = self.files.get(path)
         if s is None or function not in s.defs:
@@ -126,11 +124,10 @@ class ReachFinder:
     def confined_functions(self) -> set[Target]:
         """Functions every call path to which runs inside inference mode: decorated with
         it, or called only from ``inference_mode()`` regions (a ``with`` block, a
-        decorated caller) and from functions so confined. A call the index cannot
-        resolve may run any function of its name: it counts as a call from where it sits.
-        An entry point (nothing in the project calls it: code outside may), module-level
-        code, a thread or ``inference_mode(False)`` on the way leaves it open, and every
-        function it calls outside a region too."""
+        decorated caller) and from functions so confined. An entry point (nothing in the
+        project calls it: code outside may), a call the index cannot resolve by the
+        function's name, module-level code, a thread or ``inference_mode(False)`` on
+        the way leaves it open, and every function it calls outside a region too."""
         decorated: set[Target] = set()
         everything: list[Target] = []
         for s in self.summaries:
@@ -141,28 +138,12 @@ class ReachFinder:
                     if d.mode == "inference":
                         decorated.add(target)
         calls: dict[Target, list[Target]] = {}  # caller -> callees, outside a region
-        pending: list[Target] = []
-        # The calls by a name the index cannot resolve reach every function so named:
-        # one node stands for them (its callers are where those calls sit).
-        named: dict[Target, list[tuple[Target, str]]] = {}
         for callee in everything:
-            callers = list(self.callers_of(callee))  # an override runs where its base's runs
-            node = self._named_node(callee)
-            if node is not None:
-                if node not in named:
-                    named[node] = self._named_sites(callee)
-                callers.append((node, ""))
-            if callee not in decorated and _opens(callers):
-                pending.append(callee)
-            for caller, region in callers:
+            # ``callers_of``: an override runs where its base's method is called
+            for caller, region in self.callers_of(callee):
                 if region != "inference":
                     calls.setdefault(caller, []).append(callee)
-        for node, sites in named.items():
-            if _opens(sites):
-                pending.append(node)
-            for caller, region in sites:
-                if region != "inference":
-                    calls.setdefault(caller, []).append(node)
+        pending = [t for t in everything if t not in decorated and self._opens(t)]
         open_ = set(pending)
         while pending:
             for callee in calls.get(pending.pop(), ()):
@@ -171,35 +152,12 @@ class ReachFinder:
                     pending.append(callee)
         return {t for t in everything if t not in open_}
 
-    def _named_node(self, target: Target) -> Target | None:
-        """The node that stands for the unresolved calls by ``target``'s name (a
-        method's, or a plain function's: ``unresolved_callers``), if there are any."""
-        if not self.unresolved_callers(target):
-            return None
-        s = self.modules.get(target[0])
-        d = s.defs.get(target[1]) if s is not None else None
-        kind = "method" if d is not None and d.cls else "plain"
-        return ("<unresolved>", f"{kind}:{target[1].rsplit('.', 1)[-1]}")
-
-    def _named_sites(self, target: Target) -> list[tuple[Target, str]]:
-        """(caller, region) of the calls by ``target``'s name the index cannot resolve:
-        each runs in the region it sits in, or its function's own mode."""
-        out: list[tuple[Target, str]] = []
-        for caller, text in self.unresolved_callers(target):
-            s = self.modules.get(caller[0])
-            d = s.defs.get(caller[1]) if s is not None else None
-            if d is None:
-                out.append((caller, ""))
-                continue
-            regions = [r or d.mode for t, r in d.calls if t == text]
-            out.extend((caller, region) for region in regions or [d.mode])
-        return out
-
-
-def _opens(callers: list[tuple[Target, str]]) -> bool:
-    """Whether a call path can start outside inference mode right at these callers
-    (what :meth:`ReachFinder.confined_functions` spreads to callees): none (an entry
-    point: code outside may call it), module-level code, a thread, ``inference_mode(False)``."""
-    return not callers or any(
-        region in MODE_OFF_REGIONS or caller[1] == MODULE_SCOPE for caller, region in callers
-    )
+    def _opens(self, target: Target) -> bool:
+        """Whether a call path to ``target`` can start outside inference mode right at
+        its callers (what :meth:`confined_functions` spreads to callees)."""
+        callers = self.callers_of(target)
+        if not callers or self.unresolved_sites.get(target[1].rsplit(".", 1)[-1]):
+            return True
+        return any(
+            region in MODE_OFF_REGIONS or caller[1] == MODULE_SCOPE for caller, region in callers
+        )

@@ -30,10 +30,8 @@ class LazyBufferLatent(Rule):
     write that runs only inside `inference_mode()` (a `with torch.inference_mode():`
     block, a function decorated with it, or a function that every call path in the
     project reaches only through one of those) is allowed on an inference tensor, so
-    it keeps the hazard latent too (a call path runs through a base class's method to
-    the override, and through a call by the function's name that imlint cannot
-    resolve, from where that call sits). A function nothing in the project calls may
-    be called from outside, in any mode. One that torch writes in place anywhere else
+    it keeps the hazard latent too. A function nothing in the project calls may be
+    called from outside, in any mode. One that torch writes in place anywhere else
     imlint can see is IM001's.
 
     ## Why is this bad?

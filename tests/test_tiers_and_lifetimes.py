@@ -1389,29 +1389,6 @@ def test_an_override_runs_where_its_bases_method_is_called():
     assert codes(warm) == [(9, "IM001")]
 
 
-def test_a_call_by_name_runs_in_the_mode_where_it_sits():
-    by_name = OVERRIDE.split("class Runner:")[0] + textwrap.dedent("""
-    class Drafter:
-        def propose(self, x):
-            prepare(x)
-
-
-    class Runner:
-        def __init__(self, drafter):
-            self.drafter = drafter
-
-        @torch.inference_mode()
-        def sample(self, x):
-            self.drafter.propose(x)
-    """)
-    # ``self.drafter.propose`` is a call the index cannot resolve; it may run
-    # ``Drafter.propose``, and it runs inside inference mode: the write is latent.
-    assert codes(by_name) == [(9, "IM002")]
-    # The same call from a method outside inference mode opens the path.
-    warm = by_name + "\n    def warm(self, x):\n        self.drafter.propose(x)\n"
-    assert codes(warm) == [(9, "IM001")]
-
-
 FRESH_RESULT = """
 import torch
 
