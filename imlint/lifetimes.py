@@ -214,6 +214,11 @@ def is_test_module(module: str) -> bool:
 #: sglang and vllm settle in eight).
 _ROUNDS = 32
 
+#: A function reached only by calls the index cannot resolve takes what they hand its
+#: parameters when there are at most this many (``run(state)`` of a few strategy
+#: classes); a name called from more places (``forward``) says too little.
+_NAMED_SITES = 32
+
 #: Constructors handing an argument on to constructors, followed this deep.
 _KEEP_DEPTH = 3
 
@@ -475,11 +480,10 @@ class Lifetimes:
         }
         if sites:
             return sites
-        return {
-            (caller, text)
-            for caller, text in index.unresolved_callers(target)
-            if self._accepts(target, caller, text)
-        }
+        named = index.unresolved_callers(target)
+        if len(named) > _NAMED_SITES:
+            return sites  # a name too common to judge its calls by: unjudged
+        return {(caller, text) for caller, text in named if self._accepts(target, caller, text)}
 
     def _handed_to(
         self, caller: Target, via: str | None, target: Target

@@ -908,6 +908,7 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
         self._callers_of: dict[Target, list[tuple[Target, str]]] = {}
         self._grouped: dict[int, dict[str, set[str]]] = {}
         self._private_refs: frozenset[str] | None = None
+        self._shapes: dict[int, dict[str, tuple[int, tuple[str, ...]]]] = {}  # accepts
         self._build()
 
     # ---- resolution
@@ -988,15 +989,17 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
         td = s.defs.get(target[1]) if s is not None else None
         if td is None:
             return False
-        for call, n, kws in d.shapes:
-            if call != text:
-                continue
-            if n > len(td.params) and not td.star & 1:
-                return False
-            names = {*td.params, *td.keywords}
-            if not td.star & 2 and any(k != "**" and k not in names for k in kws):
-                return False
-        return True
+        shapes = self._shapes.get(id(d))
+        if shapes is None:
+            shapes = self._shapes[id(d)] = {call: (n, kws) for call, n, kws in d.shapes}
+        shape = shapes.get(text)
+        if shape is None:
+            return True
+        n, kws = shape
+        if n > len(td.params) and not td.star & 1:
+            return False
+        names = {*td.params, *td.keywords}
+        return bool(td.star & 2) or all(k == "**" or k in names for k in kws)
 
     def unresolved_count(self, qual: str) -> int:
         """How many calls the index cannot resolve are by the last name of ``qual``."""
