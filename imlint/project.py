@@ -58,7 +58,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 30
+SUMMARY_VERSION = 31
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -133,8 +133,8 @@ class DefSummary:
     star: int = 0
     #: configured as a function a framework calls while it sets up (``setup-functions``)
     setup: bool = False
-    #: (call text, positional arguments, keywords): the shape of the calls by each
-    #: text, merged (the most positional arguments, -1 when one passes ``*args``; every
+    #: (call text, positional arguments, keywords): the shape of the method calls on
+    #: objects (not on imported modules) by each text, merged (the most positional arguments, -1 when one passes ``*args``; every
     #: keyword, ``**`` when one passes ``**kwargs``): which functions a call by a name
     #: the index cannot resolve may reach (``lifetimes.py``)
     shapes: list[tuple[str, int, tuple[str, ...]]] = field(default_factory=list)
@@ -563,8 +563,9 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
             if scope.summary.kind == "function":
                 self._param_writes(node, callee, launch, scope)
             self._handed(node, callee, scope)
-            _merge_shape(node, callee, scope)
             head = callee.split(".", 1)[0]
+            if "." in callee and head not in self.imports and head not in _BUILTINS:
+                _merge_shape(node, callee, scope)  # a method call the index may not resolve
             if head not in _BUILTINS or head in self.imports or head in self.defs:
                 scope.calls.add((callee, self.region))
         if self.qualify(text) == "threading.Thread":
