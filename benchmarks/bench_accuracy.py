@@ -919,7 +919,7 @@ def saved_run(tree: str, args: argparse.Namespace) -> ImlintRun:
     return run
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -965,8 +965,11 @@ def main() -> int:
         "--exclude-labelled", action="store_true", help="--sample: leave out labelled findings"
     )
     ap.add_argument("--out", metavar="FILE", help="--sample: JSON lines file (default stdout)")
-    args = ap.parse_args()
+    return ap.parse_args()
 
+
+def main() -> int:
+    args = parse_args()
     if args.download:
         for tree in parse_trees(args.trees, TREES):
             print(f"{tree}: {ensure_tree(tree) / TREES[tree][2]}")

@@ -630,6 +630,13 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
                 for holder in self.holders(arg, scope)
             }
         )
+        s.results = self._results(scope)
+        s.fresh = scope.plain and _returns_fresh(scope, self._fresh_call)
+        s.pkept, s.pitems = _kept_params(scope)
+        self._allocations(scope)
+
+    def _results(self, scope: _Scope) -> list[tuple[str, str]]:
+        """``DefSummary.results``: what happens to what each call makes."""
         results = {(text, "returned") for v, *_ in scope.returns for text in self._made(v, scope)}
         for name, value in scope.global_values:
             if not _restored(name, scope):
@@ -643,24 +650,12 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
             results |= {(text, f"kept:{i}") for text in self._made(value, scope) for i in intos}
         for value, how in scope.handed:
             results |= {(text, how) for text in self._made(value, scope)}
-        s.results = sorted(results)
-        s.fresh = scope.plain and _returns_fresh(scope, self._fresh_call)
-        s.pkept = sorted(
-            {
-                v.id
-                for v, into in scope.kept
-                if isinstance(v, ast.Name)
-                and v.id in scope.params
-                and not into.startswith("local:")
-            }
-        )
-        s.pitems = sorted(
-            {
-                (v.id, into[7:])
-                for v, into in scope.kept
-                if isinstance(v, ast.Name) and v.id in scope.params and into.startswith("self[]:")
-            }
-        )
+        return sorted(results)
+
+    def _allocations(self, scope: _Scope) -> None:
+        """``DefSummary.allocs`` (what is returned or kept, made by which allocation or
+        call) and ``factories`` (parameters whose result a get-or-create keeps)."""
+        s = scope.summary
         unguarded = s.mode != "guarded"
         for value, region, _line in scope.returns:
             if region == "guarded" or not unguarded:
@@ -684,6 +679,16 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
                 name = ref[1:]
                 if ref.startswith("#") and name != scope.self_name:
                     s.factories.append((name, positions.get(name, -1), text))
+
+
+def _kept_params(scope: _Scope) -> tuple[list[str], list[tuple[str, str]]]:
+    """``DefSummary.pkept`` (parameters the body keeps) and ``pitems`` (parameters kept
+    as items of ``self.<attribute>``)."""
+    kept = [(v.id, into) for v, into in scope.kept if isinstance(v, ast.Name)]
+    params = [(name, into) for name, into in kept if name in scope.params]
+    pkept = sorted({name for name, into in params if not into.startswith("local:")})
+    pitems = sorted({(name, into[7:]) for name, into in params if into.startswith("self[]:")})
+    return pkept, pitems
 
 
 def _merge_shape(node: ast.Call, text: str, scope: _Scope) -> None:

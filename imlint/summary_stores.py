@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from imlint.summary_values import item_attr
 from imlint.summary_writes import dotted as _dotted
 from imlint.summary_writes import handle_root as _handle_root
 from imlint.summary_writes import made_here as _made_here
@@ -26,20 +27,6 @@ KEEPING_METHODS = frozenset(
 ITEM_METHODS = frozenset({"append", "appendleft", "add", "insert", "put", "put_nowait"})
 #: Methods that take items out of a container (``self.jobs.remove(job)``).
 DROPPING_METHODS = frozenset({"remove", "pop", "popleft", "popitem", "discard"})
-
-
-def item_attr(container: ast.expr, scope: _Scope) -> str | None:
-    """``attr`` when ``container`` is ``self.<attr>`` in a method (an object's own
-    container, whose items a store or a drop names)."""
-    if (
-        isinstance(container, ast.Attribute)
-        and isinstance(container.value, ast.Name)
-        and container.value.id == scope.self_name
-        and scope.summary.cls
-        and not scope.class_bound
-    ):
-        return container.attr
-    return None
 
 
 def _root_name(expr: ast.expr) -> str | None:

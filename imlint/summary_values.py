@@ -34,6 +34,21 @@ RETURNS_SELF_METHODS = frozenset(
 )  # fmt: skip
 
 
+def item_attr(container: ast.expr, scope: _Scope) -> str | None:
+    """``attr`` when ``container`` is ``self.<attr>`` in a method: an attribute of the
+    object itself (what a store on ``self`` replaces, or the container whose items a
+    store or a drop names)."""
+    if (
+        isinstance(container, ast.Attribute)
+        and isinstance(container.value, ast.Name)
+        and container.value.id == scope.self_name
+        and scope.summary.cls
+        and not scope.class_bound
+    ):
+        return container.attr
+    return None
+
+
 def _alternatives(func: ast.expr, scope: _Scope) -> list[ast.expr]:
     """The callables a local names when it is bound only to named ones (``kernel =
     decode if short else prefill``, then ``kernel(q, kv)``): the call runs one of them."""
@@ -225,14 +240,10 @@ class ValueOrigins:
         when the store is conditional or a get-or-create (``setdefault``)."""
         if isinstance(target, ast.Subscript):
             item, target = True, target.value
-        if (
-            isinstance(target, ast.Attribute)
-            and isinstance(target.value, ast.Name)
-            and target.value.id == scope.self_name
-            and not scope.class_bound
-        ):
+        attr = item_attr(target, scope)
+        if attr is not None:
             mark = "?" if self.cond or get_or_create else ""
-            scope.sets.add(f"{mark}{target.attr}{'[]' if item else ''}")
+            scope.sets.add(f"{mark}{attr}{'[]' if item else ''}")
 
     def resolve_names(self) -> None:
         """Once the module is read: the holders named by a free name (``name:<id>``)
