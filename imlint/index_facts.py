@@ -144,6 +144,8 @@ class FactsFinder:
 
         def made_class(self, target: Target) -> Target | None: ...
 
+        def constructor(self, cls: Target) -> Target | None: ...
+
         def _method(self, module: str, cls: str, name: str, depth: int = 0) -> Target | None: ...
 
         def _resolve_in(
@@ -294,9 +296,9 @@ class FactsFinder:
                 found.setdefault(module, set()).add(qual)
         return found
 
-    def _object_writes(self, cls: Target) -> tuple[str, str] | None:
-        """How the methods of a class (and its bases) write the tensors its instances
-        keep on ``self``: (kind, which method writes which attribute), strongest first."""
+    def instance_methods(self, cls: Target) -> list[tuple[str, DefSummary]]:
+        """The methods an instance of ``cls`` has: the class's own and its bases'
+        (up to 16 classes), as (module, summary)."""
         family = [cls]
         i = 0
         while i < len(family) and i < 16:
@@ -307,13 +309,18 @@ class FactsFinder:
                 if b is not None and b not in family and self._kind(b) == "class":
                     family.append(b)
             i += 1
-        methods = [
+        return [
             (s.module, d)
             for m, q in family
             if (s := self.modules.get(m)) is not None
             for d in s.defs.values()
             if d.cls == q and d.kind == "function"
         ]
+
+    def _object_writes(self, cls: Target) -> tuple[str, str] | None:
+        """How the methods of a class (and its bases) write the tensors its instances
+        keep on ``self``: (kind, which method writes which attribute), strongest first."""
+        methods = self.instance_methods(cls)
         kept = {what for _m, d in methods for how, what, _ref in d.allocs if how == "keeps"}
         best: tuple[str, str] | None = None
         for module, d in methods:
@@ -327,7 +334,7 @@ class FactsFinder:
         it writes none of them (a Triton kernel says so: an empty tuple, since a launch
         of an unknown kernel may write anything)."""
         if self._kind(target) == "class":
-            init = self._method(target[0], target[1], "__init__")
+            init = self.constructor(target)
             if init is None:
                 return None
             target = init

@@ -58,7 +58,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 31
+SUMMARY_VERSION = 32
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -75,7 +75,7 @@ class DefSummary:
     cls: str = ""  # the class's qualname, for methods
     mode: str = ""  # inference guarded: from a decorator
     cached: bool = False
-    params: tuple[str, ...] = ()  # positional parameters, ``self`` left out
+    params: tuple[str, ...] = ()  # positional parameters, ``self`` left out; a class: fields
     bases: tuple[str, ...] = ()  # classes: base class texts
     #: (how, what, ref): how is ``returns`` or ``keeps``; ref is ``!torch.empty`` for a
     #: direct allocation or a call text to resolve. No line numbers anywhere: a summary
@@ -138,6 +138,10 @@ class DefSummary:
     #: keyword, ``**`` when one passes ``**kwargs``): which functions a call by a name
     #: the index cannot resolve may reach (``lifetimes.py``)
     shapes: list[tuple[str, int, tuple[str, ...]]] = field(default_factory=list)
+    #: (parameter, attribute): parameters stored as they are on ``self.<attribute>``
+    #: (``self.indices = indices``): what the class's methods do to the attribute they
+    #: do to what the caller handed in (``writes.param_writes``)
+    pattrs: list[tuple[str, str]] = field(default_factory=list)
 
     def to_data(self) -> tuple[object, ...]:
         return (
@@ -145,7 +149,7 @@ class DefSummary:
             self.bases, self.allocs, self.calls, self.factories, self.types, self.alloc_calls,
             self.pwrites, self.passes, self.results, self.pkept, self.kernel, self.rwrites,
             self.hands, self.sets, self.once, self.keywords, self.fixed, self.fresh,
-            self.pitems, self.drops, self.star, self.setup, self.shapes,
+            self.pitems, self.drops, self.star, self.setup, self.shapes, self.pattrs,
         )  # fmt: skip
 
     @classmethod
@@ -244,6 +248,7 @@ class _Scope:
     arguments: list[tuple[str, str, ast.expr]] = field(default_factory=list)  # (call, key, arg)
     sets: set[str] = field(default_factory=set)  # ``self.<attr> = ...``
     drops: set[str] = field(default_factory=set)  # ``self.<attr>.remove(...)``
+    pattrs: set[tuple[str, str]] = field(default_factory=set)  # ``self.<attr> = <param>``
     shapes: dict[str, tuple[int, set[str]]] = field(default_factory=dict)  # of calls
     unpacked: dict[str, list[ast.expr]] = field(default_factory=dict)  # a, b = call()
     rebound: set[str] = field(default_factory=set)  # names bound by a loop or unpacking
@@ -506,7 +511,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         qual = f"{parent_qual}.{node.name}" if parent_qual else node.name
         del outer
         bases = tuple(t for t in (_dotted(b) for b in node.bases) if t)
-        self.defs[qual] = DefSummary(qual, "class", bases=bases)
+        self.defs[qual] = DefSummary(qual, "class", bases=bases, params=_fields(node))
         for dec in node.decorator_list:
             self.visit(dec)
         for b in node.bases:
@@ -612,6 +617,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         s.passes = sorted(scope.passes)
         s.sets = sorted(scope.sets)
         s.drops = sorted(scope.drops)
+        s.pattrs = sorted(scope.pattrs)
         s.shapes = [
             (text, n, tuple(sorted(kws))) for text, (n, kws) in sorted(scope.shapes.items())
         ]
@@ -679,6 +685,27 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
                 name = ref[1:]
                 if ref.startswith("#") and name != scope.self_name:
                     s.factories.append((name, positions.get(name, -1), text))
+
+
+def _fields(node: ast.ClassDef) -> tuple[str, ...]:
+    """A class's annotated fields in order (``x: int``, ``y: Tensor = None``): the
+    parameters a generated constructor takes (a dataclass, a named tuple), for a class
+    with no ``__init__`` of its own. ``ClassVar`` fields and ``field(init=False)`` are
+    not parameters."""
+    out = []
+    for stmt in node.body:
+        if not isinstance(stmt, ast.AnnAssign) or not isinstance(stmt.target, ast.Name):
+            continue
+        if "ClassVar" in ast.unparse(stmt.annotation):
+            continue
+        value = stmt.value
+        if isinstance(value, ast.Call) and any(
+            kw.arg == "init" and isinstance(kw.value, ast.Constant) and kw.value.value is False
+            for kw in value.keywords
+        ):
+            continue
+        out.append(stmt.target.id)
+    return tuple(out)
 
 
 def _kept_params(scope: _Scope) -> tuple[list[str], list[tuple[str, str]]]:
@@ -1076,11 +1103,22 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
             return text
         return f"{target}.{rest}" if rest else target
 
+    def constructor(self, cls: Target) -> Target | None:
+        """What binds the arguments of a call to the class ``cls``: its ``__init__``
+        (through its bases), or the class itself when it has none and declares fields
+        (a dataclass, a named tuple: ``DefSummary.params``)."""
+        init = self._method(cls[0], cls[1], "__init__")
+        if init is not None:
+            return init
+        s = self.modules.get(cls[0])
+        d = s.defs.get(cls[1]) if s is not None else None
+        return cls if d is not None and d.params else None
+
     def param_name(self, target: Target, key: str) -> str | None:
         """The parameter of ``target`` an argument binds to (``key``: a position or a
-        keyword); a class binds to its ``__init__``."""
+        keyword); a class binds to its constructor (``constructor``)."""
         if self._kind(target) == "class":
-            init = self._method(target[0], target[1], "__init__")
+            init = self.constructor(target)
             if init is None:
                 return None
             target = init

@@ -203,6 +203,8 @@ class StoreFacts:
                 and isinstance(target.value, ast.Name)
             ):
                 scope.keeps.append((f"self.{target.attr}", value, self.region, line))
+                if isinstance(value, ast.Name) and value.id in scope.params:
+                    scope.pattrs.add((value.id, target.attr))  # ``self.buf = buf``
                 # ``self._ws = get_workspace(dev)``: what the class's methods do to
                 # ``self._ws`` they do to what the call returns (``result_writes``)
                 for made, key in self._results_in(value, scope):

@@ -294,7 +294,12 @@ def param_writes(index: ProjectIndex) -> dict[Target, dict[str, str]]:
                 name = None
                 if target is not None:
                     name = "*" if key == "*" else index.param_name(target, key)
+                    if index.kind_of(target) == "class":
+                        target = index.constructor(target)  # bound as ``param_name`` binds it
+                        if target is None:
+                            continue
                 passes.append((me, param, target, name))
+    passes += _kept_attribute_passes(index)
     changed = True
     while changed:
         changed = False
@@ -305,6 +310,24 @@ def param_writes(index: ProjectIndex) -> dict[Target, dict[str, str]]:
             if written is not None and _join(out.setdefault(me, {}), param, written):
                 changed = True
     return {k: v for k, v in out.items() if v}
+
+
+def _kept_attribute_passes(index: ProjectIndex) -> list[tuple[Target, str, Target, str]]:
+    """A constructor parameter stored as it is on ``self.<attr>`` (``self.buf = buf``,
+    a dataclass field) is written as the instance's methods write ``self.<attr>``:
+    (constructor, parameter, method, ``self.<attr>``) for ``param_writes``."""
+    out: list[tuple[Target, str, Target, str]] = []
+    for cls in index.classes():
+        ctor = index.constructor(cls)
+        if ctor is None or (ctor != cls and ctor[1].rsplit(".", 1)[0] != cls[1]):
+            continue  # an inherited ``__init__``: judged with the class that defines it
+        d = index.modules[ctor[0]].defs[ctor[1]]
+        kept = [(f, f) for f in d.params] if ctor == cls else d.pattrs
+        if not kept:
+            continue
+        for module, m in index.instance_methods(cls):
+            out += [(ctor, param, (module, m.qual), f"self.{attr}") for param, attr in kept]
+    return out
 
 
 def confine(index: ProjectIndex, writer: Target, kind: str) -> str:

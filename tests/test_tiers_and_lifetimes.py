@@ -524,6 +524,94 @@ def test_an_objects_own_methods_write_its_tensors(tmp_path):
     assert (name, line, code, severity) == ("backend.py", 7, "IM003", "error")
 
 
+def test_an_object_handed_a_tensor_writes_it_with_its_methods(tmp_path):
+    """A tensor handed to a constructor that keeps it on ``self`` (an ``__init__`` that
+    stores its parameter, a dataclass field) is written as the object's methods write
+    that attribute, through a helper too; a kept attribute no method writes stays
+    read-only, and a parameter stored under another name is matched by that name."""
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/meta.py": """
+                from dataclasses import dataclass, field
+                from typing import ClassVar
+
+                import torch
+
+                def copy_to(dst, src):
+                    part = dst[: src.shape[0]]
+                    part.copy_(src)
+                    return part
+
+                @dataclass
+                class FieldMeta:
+                    limit: ClassVar[int] = 8
+                    n: int
+                    indices: torch.Tensor
+                    lens: torch.Tensor
+                    cache: dict = field(init=False, default_factory=dict)
+
+                    def build(self, src):
+                        return copy_to(self.indices, src)
+
+                class InitMeta:
+                    def __init__(self, n, table, lens):
+                        self.n = n
+                        self._rows = table
+                        self.lens = lens
+
+                    def build(self, src):
+                        self._rows[: src.shape[0]].copy_(src)
+                """,
+            "pkg/builder.py": """
+                import torch
+                from pkg.meta import FieldMeta, InitMeta
+
+                class Builder:
+                    def __init__(self):
+                        self.a = self.b = self.c = self.d = None
+
+                    def build(self, n, src):
+                        if self.a is None:
+                            self.a = torch.empty(16, dtype=torch.int32)
+                        if self.b is None:
+                            self.b = torch.arange(16)
+                        if self.c is None:
+                            self.c = torch.empty(16, dtype=torch.int32)
+                        if self.d is None:
+                            self.d = torch.arange(16)
+                        FieldMeta(n, indices=self.a, lens=self.b).build(src)
+                        return InitMeta(n, self.c, self.d)
+                """,
+        },
+    )
+    assert sorted(_check(tmp_path)) == [
+        ("builder.py", 11, "IM001", "error"),  # FieldMeta.build copies into it
+        ("builder.py", 13, "IM005", "warning"),  # kept as a field nothing writes
+        ("builder.py", 15, "IM001", "error"),  # kept as ``_rows``, copied into
+        ("builder.py", 17, "IM005", "warning"),
+    ]
+
+
+def test_summaries_round_trip_every_field():
+    """``DefSummary.to_data`` and ``from_data`` agree on every field and its order (a
+    field added out of order would shift the rest when the cache reads it back)."""
+    import dataclasses
+
+    from imlint.project import DefSummary
+
+    values: dict[str, object] = {}
+    for i, f in enumerate(dataclasses.fields(DefSummary)):
+        values[f.name] = {
+            "str": f"v{i}",
+            "bool": True,
+            "int": i + 7,
+        }.get(str(f.type), [f"v{i}"])
+    d = DefSummary(**values)  # type: ignore[arg-type]
+    assert DefSummary.from_data(d.to_data()) == d
+
+
 def test_callers_write_what_a_getter_returns_across_files(tmp_path):
     _tree(
         tmp_path,
