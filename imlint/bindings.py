@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from imlint.kinds import CONTAINER_METHODS
-from imlint.names import ImportMap, dotted_name, expr_text, string_value, unpacked
+from imlint.names import (
+    ImportMap,
+    dotted_name,
+    expr_text,
+    string_value,
+    unpacked,
+    views_of_items,
+)
 from imlint.positions import EMPTY_MODULE, Positions
 from imlint.semantic import ClassModel, Frame, FunctionModel, Store
 from imlint.values import ITEMS, holds_containers, is_container, is_fresh, is_none
@@ -184,6 +191,11 @@ class Bindings:
                 # ``cos, sin = self.freqs(pos)``: each name holds an item of what the call
                 # returns (``freqs(pos)[0]``), so a kept name flows back to the call
                 values = [cst.Element(self._item(value, i)) for i in range(len(target.elements))]
+            elif (items := views_of_items(value)) is not None and not any(
+                isinstance(el, cst.StarredElement) for el in target.elements
+            ):
+                # ``a, b = (buf[:n] for buf in self.bufs(dev))``: a view of each item
+                values = [cst.Element(self._item(items, i)) for i in range(len(target.elements))]
             else:
                 values = [None] * len(target.elements)
             for el, v in zip(target.elements, values, strict=False):

@@ -166,6 +166,45 @@ def unpacked(node: cst.BaseExpression) -> list[cst.BaseExpression]:
     return [node]
 
 
+def views_of_items(node: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``(buf[:n] for buf in bufs)``, ``[b.view(-1) for b in bufs]``: a comprehension
+    with one ``for`` and no condition whose element is its loop variable or a view of
+    it (basic indexing, ``VIEW_METHODS``): the iterated expression, whose items it
+    yields in order as views; else None."""
+    if not isinstance(node, (cst.GeneratorExp, cst.ListComp)):
+        return None
+    comp = node.for_in
+    if comp.inner_for_in is not None or comp.ifs or comp.asynchronous is not None:
+        return None
+    if not isinstance(comp.target, cst.Name):
+        return None
+    e: cst.BaseExpression = node.elt
+    while True:
+        if isinstance(e, cst.Name):
+            return comp.iter if e.value == comp.target.value else None
+        if isinstance(e, cst.Subscript) and all(_basic_index(s) for s in e.slice):
+            e = e.value
+        elif (
+            isinstance(e, cst.Call)
+            and isinstance(e.func, cst.Attribute)
+            and e.func.attr.value in VIEW_METHODS
+        ):
+            e = e.func.value
+        else:
+            return None
+
+
+def _basic_index(element: cst.SubscriptElement) -> bool:
+    """A slice, an integer, ``...`` or ``None``: indexing that views (not a gather)."""
+    s = element.slice
+    if isinstance(s, cst.Slice):
+        return True
+    v = s.value
+    return isinstance(v, (cst.Integer, cst.Ellipsis)) or (
+        isinstance(v, cst.Name) and v.value == "None"
+    )
+
+
 def literal_bool(node: cst.BaseExpression) -> bool | None:
     if isinstance(node, cst.Name) and node.value in ("True", "False"):
         return node.value == "True"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from imlint.names import VIEW_METHODS
 from imlint.summary_values import item_attr
 from imlint.summary_writes import dotted as _dotted
 from imlint.summary_writes import handle_root as _handle_root
@@ -171,6 +172,9 @@ class StoreFacts:
                 values = list(value.elts)
             else:
                 values = [None] * len(target.elts)
+                viewed = _views_of_items(value) if value is not None else None
+                if viewed is not None:
+                    value = viewed  # ``a, b = (x[:n] for x in get(dev))``: items, viewed
                 if isinstance(value, ast.Call):
                     # ``a, b = get_buffers(n)``: each name holds part of the result, the
                     # item at its position when no starred name shifts them
@@ -268,3 +272,38 @@ class StoreFacts:
         if node.value is not None:
             self.visit(node.value)
             self.scopes[-1].returns.append((node.value, self.region, node.lineno))
+
+
+def _views_of_items(node: ast.expr) -> ast.expr | None:
+    """The ``ast`` twin of ``names.views_of_items``: the iterated expression of a
+    comprehension that yields a view of each of its items, in order; else None."""
+    if not isinstance(node, (ast.GeneratorExp, ast.ListComp)) or len(node.generators) != 1:
+        return None
+    comp = node.generators[0]
+    if comp.ifs or comp.is_async or not isinstance(comp.target, ast.Name):
+        return None
+    e = node.elt
+    while True:
+        if isinstance(e, ast.Name):
+            return comp.iter if e.id == comp.target.id else None
+        if isinstance(e, ast.Subscript) and _basic_index(e.slice):
+            e = e.value
+        elif isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute):
+            if e.func.attr not in VIEW_METHODS:
+                return None
+            e = e.func.value
+        else:
+            return None
+
+
+def _basic_index(s: ast.expr) -> bool:
+    """Slices, integers, ``...`` and ``None``: indexing that views."""
+    parts = s.elts if isinstance(s, ast.Tuple) else [s]
+    return all(
+        isinstance(p, ast.Slice)
+        or (
+            isinstance(p, ast.Constant)
+            and (p.value is None or p.value is ... or type(p.value) is int)
+        )
+        for p in parts
+    )

@@ -594,6 +594,61 @@ def test_an_object_handed_a_tensor_writes_it_with_its_methods(tmp_path):
     ]
 
 
+def test_names_unpacked_from_views_of_a_getters_items_write_those_items(tmp_path):
+    """``a, b = (buf[:n] for buf in self._get(dev))`` binds each name to a view of the
+    item at its position, in the file and across files; a gather (``buf[idx]``) is a
+    copy, not a view, and writing it leaves the item unwritten."""
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/bufs.py": """
+                import torch
+
+                class Bufs:
+                    def __init__(self):
+                        self._bufs = None
+
+                    def get(self, device):
+                        if self._bufs is None:
+                            self._bufs = (
+                                torch.zeros((8,), device=device),
+                                torch.zeros((8,), device=device),
+                            )
+                        return self._bufs
+
+                    def run(self, x, n):
+                        c, d = (buf[:n].view(-1) for buf in self.get(x.device))
+                        d.copy_(x)
+                        return c
+
+                _TABLES = {}
+
+                def tables(n):
+                    if n not in _TABLES:
+                        _TABLES[n] = (torch.zeros(n), torch.zeros(n), torch.zeros(n))
+                    return _TABLES[n]
+                """,
+            "pkg/use.py": """
+                from pkg.bufs import tables
+
+                def fill(x, n, idx):
+                    a, b, c = [t[idx] for t in tables(n)]
+                    a.copy_(x)
+                    e, f, g = [t[:n] for t in tables(n)]
+                    g.zero_()
+                """,
+        },
+    )
+    assert sorted(_check(tmp_path)) == [
+        ("bufs.py", 11, "IM005", "warning"),  # item 0: only read
+        ("bufs.py", 12, "IM001", "error"),  # item 1: d.copy_()
+        ("bufs.py", 25, "IM001", "error"),  # g.zero_() on a slice of the third table
+        ("bufs.py", 25, "IM005", "warning"),  # the first: only a gathered copy written
+        ("bufs.py", 25, "IM005", "warning"),
+    ]
+
+
 def test_summaries_round_trip_every_field():
     """``DefSummary.to_data`` and ``from_data`` agree on every field and its order (a
     field added out of order would shift the rest when the cache reads it back)."""
