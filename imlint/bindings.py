@@ -191,7 +191,7 @@ class Bindings:
                 # ``cos, sin = self.freqs(pos)``: each name holds an item of what the call
                 # returns (``freqs(pos)[0]``), so a kept name flows back to the call
                 values = [cst.Element(self._item(value, i)) for i in range(len(target.elements))]
-            elif (items := views_of_items(value)) is not None and not any(
+            elif (items := views_of_items(value) if value else None) is not None and not any(
                 isinstance(el, cst.StarredElement) for el in target.elements
             ):
                 # ``a, b = (buf[:n] for buf in self.bufs(dev))``: a view of each item

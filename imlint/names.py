@@ -197,8 +197,8 @@ def views_of_items(node: cst.BaseExpression) -> cst.BaseExpression | None:
 def _basic_index(element: cst.SubscriptElement) -> bool:
     """A slice, an integer, ``...`` or ``None``: indexing that views (not a gather)."""
     s = element.slice
-    if isinstance(s, cst.Slice):
-        return True
+    if not isinstance(s, cst.Index):
+        return isinstance(s, cst.Slice)
     v = s.value
     return isinstance(v, (cst.Integer, cst.Ellipsis)) or (
         isinstance(v, cst.Name) and v.value == "None"
