@@ -84,6 +84,10 @@ TREES: dict[str, tuple[str, str, str]] = {
     # never tuned on, sampled fresh (fresh15): vllm's serving plugin for Ascend NPUs
     # (a source release only: its Python files are read, nothing is built)
     "vllm-ascend-0.23.0.post1": ("vllm-ascend", "0.23.0.post1", "vllm_ascend"),
+    # never tuned on, sampled fresh (fresh16): an inference and serving runtime for video
+    # diffusion models, and a parallel inference engine for diffusion transformers
+    "fastvideo-0.2.1": ("fastvideo", "0.2.1", "fastvideo"),
+    "xfuser-0.7.0": ("xfuser", "0.7.0", "xfuser"),
     SEED_TREE: ("sglang", "0.5.18", "sglang"),
 }
 SCORED = ("sglang-0.5.23", "vllm-0.33.0", "lmdeploy-0.18.0")
@@ -101,6 +105,8 @@ ALIASES = {
     "exllamav3": "exllamav3-1.6.5",
     "torchao": "torchao-0.18.0",
     "vllm-ascend": "vllm-ascend-0.23.0.post1",
+    "fastvideo": "fastvideo-0.2.1",
+    "xfuser": "xfuser-0.7.0",
 }
 VERDICTS = {"tp": "TP", "fp": "FP", "unsure": "unsure"}
 IM003_BY_CATEGORY = {"torch-write": "error", "kernel-write": "warning"}

@@ -92,15 +92,19 @@ class CallWrites:
             self._callbacks(node, f)
         for i, arg in enumerate(a for a in node.args if a.keyword is None and a.star == ""):
             how = written.get(str(i), written.get("*"))
-            if how is not None and _is_handle(arg.value):
-                text = f"{expr_text(func, f.self_name)}(..., {expr_text(arg.value, f.self_name)})"
-                self._write(arg.value, text, at=node, kind=how)
+            if how is None:
+                continue
+            for v in _branches(arg.value):
+                if _is_handle(v):
+                    text = f"{expr_text(func, f.self_name)}(..., {expr_text(v, f.self_name)})"
+                    self._write(v, text, at=node, kind=how)
         for arg in node.args:
-            if arg.keyword is not None and arg.keyword.value != "out" and _is_handle(arg.value):
+            if arg.keyword is not None and arg.keyword.value != "out":
                 how = written.get(arg.keyword.value, written.get("*"))
-                if how is not None:
-                    text = f"{expr_text(func, f.self_name)}({arg.keyword.value}=...)"
-                    self._write(arg.value, text, at=node, kind=how)
+                for v in _branches(arg.value) if how is not None else ():
+                    if how is not None and _is_handle(v):
+                        text = f"{expr_text(func, f.self_name)}({arg.keyword.value}=...)"
+                        self._write(v, text, at=node, kind=how)
             elif arg.star and isinstance(arg.value, cst.Name):
                 # ``f(*args)``, ``f(**extra)``: what the local's literal holds may land on
                 # any parameter
@@ -177,6 +181,15 @@ def _literal_items(values: list[cst.BaseExpression]) -> list[cst.BaseExpression]
                 el.value for el in v.elements if isinstance(el, (cst.Element, cst.DictElement))
             )
     return out
+
+
+def _branches(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """What an argument may be: each branch of ``a if c else b`` (nested too), else the
+    argument itself (``topk_out=buf if want else None`` hands ``buf`` when it hands
+    anything)."""
+    if isinstance(expr, cst.IfExp):
+        return _branches(expr.body) + _branches(expr.orelse)
+    return [expr]
 
 
 def _tensor_method(func: cst.BaseExpression) -> bool:

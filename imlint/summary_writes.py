@@ -94,6 +94,10 @@ class WriteFacts:
             scope.rwrites.add((made, kind, key))
 
     def _handed_on(self, expr: ast.expr, callee: str, key: str, scope: _Scope) -> None:
+        if isinstance(expr, ast.IfExp):  # ``out=buf if want else None``: either branch
+            self._handed_on(expr.body, callee, key, scope)
+            self._handed_on(expr.orelse, callee, key, scope)
+            return
         owner = _owner(expr, scope)
         if owner is not None:
             scope.passes.add((callee, key, owner))

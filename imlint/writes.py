@@ -88,16 +88,16 @@ class WriteIndex:
                         self._by_prefix.setdefault(prefix, []).append(entry)
 
     def naming(
-        self, tokens: set[str], inside: str | None
+        self, tokens: set[str], inside: list[str]
     ) -> list[tuple[FunctionModel, InplaceWrite]]:
-        """Writes whose handle names one of ``tokens``, or (``inside``) something under
-        that prefix, in source order of their functions."""
+        """Writes whose handle names one of ``tokens``, or something under one of the
+        prefixes ``inside``, in source order of their functions."""
         found: dict[int, tuple[int, FunctionModel, InplaceWrite]] = {}
         for t in tokens:
             for entry in self._by_token.get(t, ()):
                 found[id(entry[2])] = entry
-        if inside is not None:
-            for entry in self._by_prefix.get(inside, ()):
+        for prefix in inside:
+            for entry in self._by_prefix.get(prefix, ()):
                 found[id(entry[2])] = entry
         return [(g, w) for _o, g, w in sorted(found.values(), key=lambda e: e[0])]
 
@@ -121,8 +121,9 @@ class WriteIndex:
 
 
 def _dotted_prefixes(token: str) -> list[str]:
-    """``self._a.b`` -> ``self.``, ``self._a.``: what an object's attributes start with."""
-    return [token[: i + 1] for i, ch in enumerate(token) if ch == "."]
+    """``self._a.b`` -> ``self.``, ``self._a.``: what an object's attributes start with;
+    ``self._a[k]`` -> ``self.``, ``self._a[``: what the entries of a container start with."""
+    return [token[: i + 1] for i, ch in enumerate(token) if ch in ".["]
 
 
 def find_writes(
@@ -148,12 +149,10 @@ def find_writes(
         storage.add(stored_key)
     wanted = storage | {f"alloc:{sid}"}
     # An object that holds tensors (IM003): writes reach them through its attributes.
-    inside = store.token + "." if site.object_result else None
+    inside = [store.token + "."] if site.object_result else []
 
     def hits(tokens: set[str]) -> bool:
-        return bool(tokens & wanted) or (
-            inside is not None and any(t.startswith(inside) for t in tokens)
-        )
+        return bool(tokens & wanted) or any(t.startswith(p) for p in inside for t in tokens)
 
     for w in f.writes:
         if hits(windex.tokens[id(w)]):
@@ -177,7 +176,15 @@ def find_writes(
         # through this function's return value (``st = get_ws(reg); st.zero_()``).
         return f.name in g.calls
 
-    for g, w in windex.naming(wanted if inside is not None else storage, inside):
+    # An entry under a key computed at run time (``self._bufs[n] = t``): another
+    # function writing an entry of the same container under any key
+    # (``self._bufs[k].copy_()``, ``buf = self._bufs.get(k)``) may reach it. In the
+    # function itself, keys under other names are other entries (``buffers[mkey]``
+    # beside ``buffers[key]``).
+    entries = _entries_prefix(store) if entry_key is None else None
+    if entries is not None:
+        inside = [*inside, entries]
+    for g, w in windex.naming(wanted if site.object_result else storage, inside):
         if g is not f and sees(g) and not windex.rebound(site, g, w):
             site.writes.append(w)
     if site.object_writes is not None:
@@ -259,6 +266,15 @@ def _entry_key(site: AllocationSite, own: FunctionAnalysis, sid: int) -> str | N
                 if sid in own.flow(item.value):
                     return f"#{i}"  # ``return (a, b)``: callers unpack it by position
     return None
+
+
+def _entries_prefix(store: Store) -> str | None:
+    """``store:self._bufs[``: how the tokens of the container's entries start, for an
+    entry stored under a key computed at run time; None for anything else (an entry
+    under a constant key is its own buffer)."""
+    if store.container is None or not store.target.startswith(store.container + "["):
+        return None
+    return None if literal_key(store) else f"store:{store.container}["
 
 
 def _stored_key(store: Store) -> str | None:

@@ -649,6 +649,93 @@ def test_names_unpacked_from_views_of_a_getters_items_write_those_items(tmp_path
     ]
 
 
+def test_other_methods_write_entries_under_any_key():
+    """An entry stored under a key computed at run time is written by another method
+    that writes an entry of the same container under any key, directly, through
+    ``.get(k)``, or in a loop over ``.values()`` or ``.items()``; a container nothing
+    writes that way stays read-only."""
+    code = textwrap.dedent(
+        """
+        import torch
+
+        class B:
+            def __init__(self):
+                self._a, self._b, self._c, self._d, self._e = {}, {}, {}, {}, {}
+
+            def prepare(self, n):
+                if n not in self._a:
+                    self._a[n] = torch.arange(n)
+                if n not in self._b:
+                    self._b[n] = torch.arange(n)
+                if n not in self._c:
+                    self._c[n] = torch.arange(n)
+                if n not in self._d:
+                    self._d[n] = torch.arange(n)
+                if n not in self._e:
+                    self._e[n] = torch.arange(n)
+
+            def run(self, q, k):
+                self._a[k].copy_(q)
+                buf = self._b.get(k)
+                buf.add_(q)
+                for c in self._c.values():
+                    c.zero_()
+                for key, d in self._d.items():
+                    d.fill_(key)
+                return self._e[k] + q
+        """
+    )
+    found = Linter(Settings(extend_select=("IM005",))).check_text("t.py", code)
+    assert sorted((f.line, f.code) for f in found) == [
+        (10, "IM001"),
+        (12, "IM001"),
+        (14, "IM001"),
+        (16, "IM001"),
+        (18, "IM005"),
+    ]
+
+
+def test_a_tensor_handed_in_a_branch_of_a_conditional_is_handed(tmp_path):
+    """``decode(q, out=buf if want else None)`` hands ``buf`` to what writes ``out``,
+    in the file and through a parameter handed on from another file."""
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/ops.py": """
+                def decode(q, topk_out=None):
+                    if topk_out is not None:
+                        topk_out.copy_(q)
+                    return q
+
+                def relay(q, out, want):
+                    return decode(q, topk_out=out if want else None)
+                """,
+            "pkg/use.py": """
+                import torch
+                from pkg.ops import decode, relay
+
+                class B:
+                    def __init__(self):
+                        self._a = None
+                        self._b = None
+
+                    def run(self, q, want):
+                        if self._a is None:
+                            self._a = torch.arange(8)
+                        if self._b is None:
+                            self._b = torch.arange(8)
+                        decode(q, topk_out=self._a if want else None)
+                        return relay(q, self._b, want)
+                """,
+        },
+    )
+    assert sorted(_check(tmp_path)) == [
+        ("use.py", 12, "IM001", "error"),
+        ("use.py", 14, "IM001", "error"),
+    ]
+
+
 def test_summaries_round_trip_every_field():
     """``DefSummary.to_data`` and ``from_data`` agree on every field and its order (a
     field added out of order would shift the rest when the cache reads it back)."""
