@@ -228,7 +228,7 @@ class FunctionAnalysis:
                     if not self.f.is_local(func.value):  # ``tuple(t.clone() for t in ts)``
                         stack.extend(a.value for a in e.args)
             elif isinstance(e, cst.Subscript):
-                if id(e) in self.f.unpacked:
+                if id(e) in self.f.unpacked and isinstance(e.value, cst.Call):
                     # ``a, b = f(x)``: what the call makes, not what its receiver holds
                     sid = sites.get(id(e.value))
                     if sid is not None:
@@ -291,9 +291,11 @@ class FunctionAnalysis:
             elif isinstance(e, cst.Subscript):
                 position = f.unpacked.get(id(e))
                 if position is not None:  # ``a, b = get(n)``: ``a`` is item 0 of the result
-                    call = e.value
-                    assert isinstance(call, cst.Call)
-                    out |= entry(self._call_tokens(call), f"#{position}")
+                    items = e.value
+                    if isinstance(items, cst.Call):
+                        out |= entry(self._call_tokens(items), f"#{position}")
+                    else:  # ``a, b = (x[:n] for x in self._bufs)``: of kept storage
+                        out |= entry(self.tokens(items, seen), f"#{position}")
                     continue
                 out.add("store:" + expr_text(e, f.self_name))
                 key = _constant_key(e)

@@ -649,6 +649,35 @@ def test_names_unpacked_from_views_of_a_getters_items_write_those_items(tmp_path
     ]
 
 
+def test_names_unpacked_from_views_of_kept_items_write_those_items():
+    """``a, b = (t[:n] for t in self._pair)`` iterates kept storage, not a call: each
+    name is a view of the item at its position."""
+    code = textwrap.dedent(
+        """
+        import torch
+
+        class P:
+            def __init__(self):
+                self._pair = None
+
+            def ensure(self, n):
+                if self._pair is None:
+                    self._pair = (torch.arange(n), torch.arange(n))
+
+            def run(self, x, n):
+                a, b = (t[:n] for t in self._pair)
+                b.copy_(x)
+                return a
+        """
+    )
+    found = Linter(Settings(extend_select=("IM005",))).check_text("t.py", code)
+    # item 0 only read, item 1 copied into: both on the line that builds the pair
+    assert [(f.line, f.code) for f in sorted(found, key=lambda f: f.col)] == [
+        (10, "IM005"),
+        (10, "IM001"),
+    ]
+
+
 def test_other_methods_write_entries_under_any_key():
     """An entry stored under a key computed at run time is written by another method
     that writes an entry of the same container under any key, directly, through
