@@ -22,8 +22,12 @@ class LazyBufferMutated(Rule):
     `out=buf` to a torch op, `buf += x`): in the same function, another method of the
     class, a function of the module that gets it from a getter, project code it is
     handed to (across files, through the project index), or a method of the object
-    that holds it. Writes that run only right after the allocation, in the same branch,
-    do not count, nor writes that every path of their call reaches only after the same
+    that holds it (an object handed the buffer keeps it as `self.<attr>`, or as a
+    dataclass field, and its methods write that attribute). An entry stored under a
+    key computed at run time (`self._bufs[n]`) is reached by another function's write
+    to an entry under any key (`self._bufs[k].copy_()`, `.get(k)`, loops over
+    `.values()`); entries under constant keys are separate buffers. Writes that run
+    only right after the allocation, in the same branch, do not count, nor writes that every path of their call reaches only after the same
     call bound the attribute anew (`self._begin(ids)` where `_begin` sets `self.ids` on
     every path, then `self.ids[mask] = pad`): they write what that call made, under its
     mode. A private module-level function that no file of the project names (by call,
