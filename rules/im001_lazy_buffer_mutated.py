@@ -27,10 +27,10 @@ class LazyBufferMutated(Rule):
     key computed at run time (`self._bufs[n]`) is reached by another function's write
     to an entry under any key (`self._bufs[k].copy_()`, `.get(k)`, loops over
     `.values()`); entries under constant keys are separate buffers. Writes that run
-    only right after the allocation, in the same branch, do not count, nor writes that every path of their call reaches only after the same
-    call bound the attribute anew (`self._begin(ids)` where `_begin` sets `self.ids` on
-    every path, then `self.ids[mask] = pad`): they write what that call made, under its
-    mode. A private module-level function that no file of the project names (by call,
+    only right after the allocation, in the same branch, do not count, nor writes
+    that every path of their call reaches only after the same call bound the
+    attribute anew (`self._begin(ids)` where `_begin` sets `self.ids` on every path,
+    then `self.ids[mask] = pad`): they write what that call made, under its mode. A private module-level function that no file of the project names (by call,
     reference, import or string) never runs: it holds no site.
 
     ## Why is this bad?
