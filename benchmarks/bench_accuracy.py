@@ -88,6 +88,10 @@ TREES: dict[str, tuple[str, str, str]] = {
     # diffusion models, and a parallel inference engine for diffusion transformers
     "fastvideo-0.2.1": ("fastvideo", "0.2.1", "fastvideo"),
     "xfuser-0.7.0": ("xfuser", "0.7.0", "xfuser"),
+    # never tuned on, sampled fresh (fresh16 too): vllm's plugin for IBM Spyre, and
+    # Hugging Face's inference and training runtime for Intel Gaudi
+    "vllm-spyre-1.10.0": ("vllm-spyre", "1.10.0", "vllm_spyre"),
+    "optimum-habana-1.21.2": ("optimum-habana", "1.21.2", "optimum"),
     SEED_TREE: ("sglang", "0.5.18", "sglang"),
 }
 SCORED = ("sglang-0.5.23", "vllm-0.33.0", "lmdeploy-0.18.0")
@@ -107,6 +111,8 @@ ALIASES = {
     "vllm-ascend": "vllm-ascend-0.23.0.post1",
     "fastvideo": "fastvideo-0.2.1",
     "xfuser": "xfuser-0.7.0",
+    "vllm-spyre": "vllm-spyre-1.10.0",
+    "optimum-habana": "optimum-habana-1.21.2",
 }
 VERDICTS = {"tp": "TP", "fp": "FP", "unsure": "unsure"}
 IM003_BY_CATEGORY = {"torch-write": "error", "kernel-write": "warning"}
