@@ -105,18 +105,6 @@ class Bindings:
         f = self.func
         if f is None:
             return
-        view = _mapping_view(items)
-        if view is not None:
-            # ``for buf in self._bufs.values()``; ``for key, buf in self._bufs.items()``
-            method, items = view
-            if method == "items":
-                if not isinstance(target, (cst.Tuple, cst.List)) or len(target.elements) != 2:
-                    if other:
-                        self._bind_target(target)
-                    return
-                if other:
-                    self._bind_target(target.elements[0].value)  # the key
-                target = target.elements[1].value
         stored = isinstance(items, (cst.Attribute, cst.Subscript))
         if isinstance(target, cst.Name) and target.value not in f.globals and stored:
             item = cst.Subscript(items, [cst.SubscriptElement(cst.Index(cst.Name("_")))])
@@ -339,17 +327,3 @@ def _string_keyed(target: cst.Subscript) -> bool:
         getattr(target.slice[0].slice, "value", None),
         (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString),
     )
-
-
-def _mapping_view(items: cst.BaseExpression) -> tuple[str, cst.BaseExpression] | None:
-    """``x.values()`` or ``x.items()`` on kept storage (an attribute, an entry): the
-    method and ``x``; else None."""
-    if (
-        isinstance(items, cst.Call)
-        and not items.args
-        and isinstance(items.func, cst.Attribute)
-        and items.func.attr.value in ("values", "items")
-        and isinstance(items.func.value, (cst.Attribute, cst.Subscript))
-    ):
-        return items.func.attr.value, items.func.value
-    return None
