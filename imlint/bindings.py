@@ -217,6 +217,9 @@ class Bindings:
             text = expr_text(target, f.self_name)
             container = expr_text(target.value, f.self_name)
             self._store("subscript", text, container, target.value, value)
+            if value is not None and is_container(value, self.imports):
+                # ``self.recv[name] = {i: t}``: the entries of ``self.recv`` are containers
+                self.container_texts.add(container + ITEMS)
             if not _string_keyed(target) and not self._known_container(container):
                 # ``ws["ci"] = ...`` fills a dict, not a tensor; so does ``x[i] = ...``
                 # under ``if isinstance(x, list):``

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from imlint.names import string_value
+from imlint.names import expr_text, string_value
 from imlint.rebinding import Rebinding
 from imlint.semantic import (
     HANDED_WRITE,
@@ -20,7 +20,7 @@ from imlint.semantic import (
     strongest_write,
 )
 from imlint.sites import is_prefix, literal_key
-from imlint.values import FunctionAnalysis, ModuleIndex, untagged
+from imlint.values import ITEMS, FunctionAnalysis, ModuleIndex, untagged
 
 if TYPE_CHECKING:
     from imlint.project import DefSummary, FileSummary, ProjectIndex, Target
@@ -151,11 +151,14 @@ def find_writes(
     # An object that holds tensors (IM003): writes reach them through its attributes.
     inside = [store.token + "."] if site.object_result else []
 
-    def hits(tokens: set[str]) -> bool:
-        return bool(tokens & wanted) or any(t.startswith(p) for p in inside for t in tokens)
+    def hits(w: InplaceWrite) -> bool:
+        tokens = windex.tokens[id(w)]
+        if not (tokens & wanted or any(t.startswith(p) for p in inside for t in tokens)):
+            return False
+        return not _fills_an_entry(w, index)
 
     for w in f.writes:
-        if hits(windex.tokens[id(w)]):
+        if hits(w):
             if not _allocation_time(site, w):
                 if not windex.rebound(site, f, w):
                     site.writes.append(w)
@@ -185,6 +188,8 @@ def find_writes(
     if entries is not None:
         inside = [*inside, entries]
     for g, w in windex.naming(wanted if site.object_result else storage, inside):
+        if _fills_an_entry(w, index):
+            continue
         if g is not f and sees(g) and not windex.rebound(site, g, w):
             site.writes.append(w)
     if site.object_writes is not None:
@@ -266,6 +271,15 @@ def _entry_key(site: AllocationSite, own: FunctionAnalysis, sid: int) -> str | N
                 if sid in own.flow(item.value):
                     return f"#{i}"  # ``return (a, b)``: callers unpack it by position
     return None
+
+
+def _fills_an_entry(w: InplaceWrite, index: ModuleIndex) -> bool:
+    """``self.recv[name][i] = t`` where the module stores containers as the entries of
+    ``self.recv`` (``self.recv[name] = {i: t}``): it fills a dict, it writes no tensor."""
+    handle = w.handle
+    if not w.text.endswith("[...] = ...") or not isinstance(handle, cst.Subscript):
+        return False
+    return expr_text(handle.value, w.function.self_name) + ITEMS in index.container_texts
 
 
 def _entries_prefix(store: Store) -> str | None:

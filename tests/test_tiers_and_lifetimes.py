@@ -766,6 +766,28 @@ def test_a_tensor_handed_in_a_branch_of_a_conditional_is_handed(tmp_path):
     ]
 
 
+def test_filling_an_entry_that_holds_a_dict_writes_no_tensor():
+    """``self.recv[name][i] = t`` where ``self.recv[name]`` was stored a dict display
+    fills that dict: the tensor the display holds is not written (only read here)."""
+    code = textwrap.dedent(
+        """
+        import torch
+
+        class P:
+            def __init__(self):
+                self.recv = {}
+
+            def check(self, name, i, shape):
+                if self.recv.get(name, None) is None:
+                    self.recv[name] = {i: torch.zeros(shape)}
+                else:
+                    self.recv[name][i] = torch.zeros(shape)
+        """
+    )
+    found = Linter(Settings(extend_select=("IM005",))).check_text("t.py", code)
+    assert sorted((f.line, f.code) for f in found) == [(10, "IM005"), (12, "IM005")]
+
+
 def test_summaries_round_trip_every_field():
     """``DefSummary.to_data`` and ``from_data`` agree on every field and its order (a
     field added out of order would shift the rest when the cache reads it back)."""
