@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from imlint.index_facts import FileFacts
-from imlint.kinds import DERIVED_METHODS, is_inplace_name
+from imlint.kinds import COLLECTIVE_OUTPUTS, DERIVED_METHODS, is_inplace_name
 from imlint.names import ImportMap, dotted_name, expr_text, unpacked
 from imlint.positions import Positions
 from imlint.semantic import (
@@ -69,6 +69,8 @@ class CallWrites:
                 kind = TORCH_WRITE if torch_op or _tensor_method(func) else KERNEL_WRITE
                 for v in unpacked(arg.value):
                     self._write(v, f"out={expr_text(v, f.self_name)}", at=node, kind=kind)
+        if q.startswith("torch.distributed.") and self._collective(node, q, f):
+            return
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             if is_inplace_name(method):
@@ -115,6 +117,25 @@ class CallWrites:
                 for item in _literal_items(f.defs.get(arg.value.value, [])):
                     if _is_handle(item):
                         self._write(item, text, at=node, kind=how)
+
+    def _collective(self, node: cst.Call, q: str, f: FunctionModel) -> bool:
+        """``dist.irecv(buf, src)``, ``dist.all_gather(bufs, x)``: the argument a
+        collective writes (``kinds.COLLECTIVE_OUTPUTS``) is written from a kernel;
+        whether the call is one."""
+        found = COLLECTIVE_OUTPUTS.get(q.rsplit(".", 1)[-1])
+        if found is None or q.count(".") != 2:
+            return False
+        position, keyword = found
+        positional = [a for a in node.args if a.keyword is None and a.star == ""]
+        args = [a.value for a in node.args if a.keyword and a.keyword.value == keyword]
+        if not args and len(positional) > position:
+            args = [positional[position].value]
+        for arg in args:
+            for v in unpacked(arg):
+                if _is_handle(v):
+                    text = f"{q}({expr_text(v, f.self_name)}, ...)"
+                    self._write(v, text, at=node, kind=KERNEL_WRITE)
+        return True
 
     def _raw_pointers(self, node: cst.Call, f: FunctionModel) -> None:
         """``op(buf.data_ptr(), n)``: code handed a raw pointer may write through it,

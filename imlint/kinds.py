@@ -112,6 +112,25 @@ CONTAINER_STORE_KINDS = frozenset(STORE_METHODS.values()) - {"register_buffer"}
 ITEM_GETTERS = frozenset({"get", "setdefault", "pop", "__getitem__"})
 
 
+#: ``torch.distributed`` collectives and the argument each writes (position, keyword):
+#: the backend (NCCL) writes it from a kernel, out of the dispatcher's sight, so an
+#: inference tensor there is a latent hazard (``semantic.KERNEL_WRITE``).
+COLLECTIVE_OUTPUTS: dict[str, tuple[int, str]] = {
+    "recv": (0, "tensor"),
+    "irecv": (0, "tensor"),
+    "broadcast": (0, "tensor"),
+    "all_reduce": (0, "tensor"),
+    "reduce": (0, "tensor"),
+    "all_gather": (0, "tensor_list"),
+    "all_gather_into_tensor": (0, "output_tensor"),
+    "reduce_scatter": (0, "output"),
+    "reduce_scatter_tensor": (0, "output"),
+    "all_to_all": (0, "output_tensor_list"),
+    "all_to_all_single": (0, "output"),
+    "scatter": (0, "tensor"),
+}
+
+
 def is_inplace_name(name: str) -> bool:
     """``zero_``, ``copy_``, ``index_put_``: torch's in-place ops end in one underscore
     (``torch._foreach_copy_`` too: the in-place form of a list op)."""

@@ -788,6 +788,46 @@ def test_filling_an_entry_that_holds_a_dict_writes_no_tensor():
     assert sorted((f.line, f.code) for f in found) == [(10, "IM005"), (12, "IM005")]
 
 
+def test_collectives_write_their_outputs_from_a_kernel():
+    """``dist.irecv(buf)``, ``dist.all_gather_into_tensor(out, x)`` and
+    ``dist.all_gather(parts, x)`` write their output from the backend's kernels (a
+    latent write, IM002); the input they read stays read."""
+    code = textwrap.dedent(
+        """
+        import torch
+        import torch.distributed as dist
+
+        class P:
+            def __init__(self):
+                self.recv, self.out, self.parts, self.src = {}, None, None, None
+
+            def get(self, name, shape, src):
+                if self.recv.get(name) is None:
+                    self.recv[name] = torch.zeros(shape)
+                dist.irecv(self.recv[name], src)
+                return self.recv[name]
+
+            def gather(self, x, world):
+                if self.out is None:
+                    self.out = torch.zeros(world * x.numel())
+                if self.parts is None:
+                    self.parts = [torch.zeros_like(x) for _ in range(world)]
+                if self.src is None:
+                    self.src = torch.zeros_like(x)
+                dist.all_gather_into_tensor(self.out, self.src)
+                dist.all_gather(tensor_list=self.parts, tensor=self.src)
+                return self.out
+        """
+    )
+    found = Linter(Settings(extend_select=("IM005",))).check_text("t.py", code)
+    assert sorted((f.line, f.code) for f in found) == [
+        (11, "IM002"),
+        (17, "IM002"),
+        (19, "IM002"),
+        (21, "IM005"),
+    ]
+
+
 def test_summaries_round_trip_every_field():
     """``DefSummary.to_data`` and ``from_data`` agree on every field and its order (a
     field added out of order would shift the rest when the cache reads it back)."""
