@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from imlint.index_facts import FileFacts
-from imlint.kinds import COLLECTIVE_OUTPUTS, DERIVED_METHODS, is_inplace_name
+from imlint.kinds import DERIVED_METHODS, collective_output, is_inplace_name
 from imlint.names import ImportMap, dotted_name, expr_text, unpacked
 from imlint.positions import Positions
 from imlint.semantic import (
@@ -122,8 +122,8 @@ class CallWrites:
         """``dist.irecv(buf, src)``, ``dist.all_gather(bufs, x)``: the argument a
         collective writes (``kinds.COLLECTIVE_OUTPUTS``) is written from a kernel;
         whether the call is one."""
-        found = COLLECTIVE_OUTPUTS.get(q.rsplit(".", 1)[-1])
-        if found is None or q.count(".") != 2:
+        found = collective_output(q)
+        if found is None:
             return False
         position, keyword = found
         positional = [a for a in node.args if a.keyword is None and a.star == ""]

@@ -131,6 +131,13 @@ COLLECTIVE_OUTPUTS: dict[str, tuple[int, str]] = {
 }
 
 
+def collective_output(qualified: str) -> tuple[int, str] | None:
+    """The argument (position, keyword) a ``torch.distributed`` collective writes, when
+    ``qualified`` names one (``torch.distributed.irecv``); else None."""
+    head, _, name = qualified.rpartition(".")
+    return COLLECTIVE_OUTPUTS.get(name) if head == "torch.distributed" else None
+
+
 def is_inplace_name(name: str) -> bool:
     """``zero_``, ``copy_``, ``index_put_``: torch's in-place ops end in one underscore
     (``torch._foreach_copy_`` too: the in-place form of a list op)."""

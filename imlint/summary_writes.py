@@ -9,7 +9,7 @@ import ast
 import builtins
 from typing import TYPE_CHECKING
 
-from imlint.kinds import DERIVED_METHODS, is_inplace_name
+from imlint.kinds import DERIVED_METHODS, collective_output, is_inplace_name
 
 if TYPE_CHECKING:
     from imlint.project import DefSummary, _Scope
@@ -59,6 +59,17 @@ class WriteFacts:
                         scope.pwrites.add((name, "kernel"))
             return
         if torch_op:
+            collective = collective_output(q)
+            if collective is not None:  # ``dist.irecv(buf)``: the backend writes it
+                position, keyword = collective
+                named = [kw.value for kw in node.keywords if kw.arg == keyword]
+                positional = [a for a in node.args if not isinstance(a, ast.Starred)]
+                if not named and len(positional) > position:
+                    named = [positional[position]]
+                for arg in named:
+                    for item in arg.elts if isinstance(arg, (ast.Tuple, ast.List)) else [arg]:
+                        self._wrote(item, "kernel", scope)
+                return
             if node.args and is_inplace_name(q.rsplit(".", 1)[-1]):
                 first = node.args[0]  # ``torch._foreach_zero_((a, b))``: each item
                 for item in first.elts if isinstance(first, (ast.Tuple, ast.List)) else [first]:

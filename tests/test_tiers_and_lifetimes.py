@@ -828,6 +828,45 @@ def test_collectives_write_their_outputs_from_a_kernel():
     ]
 
 
+def test_a_helper_that_receives_into_its_parameter_writes_it_from_a_kernel(tmp_path):
+    """``def _irecv(self, t): return torch.distributed.irecv(t, src=...)``: a tensor
+    handed to the helper (across files too) is written from a kernel."""
+    _tree(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/comm.py": """
+                import torch
+
+                def irecv_into(t, src):
+                    return torch.distributed.irecv(t, src=src)
+                """,
+            "pkg/pipe.py": """
+                import torch
+                from pkg.comm import irecv_into
+
+                class Pipe:
+                    def __init__(self):
+                        self.recv = {}
+
+                    def _irecv(self, t):
+                        return torch.distributed.irecv(t, src=0)
+
+                    def get(self, name, shape):
+                        if name not in self.recv:
+                            self.recv[name] = {0: torch.zeros(shape), 1: torch.zeros(shape)}
+                        self._irecv(self.recv[name][0]).wait()
+                        irecv_into(self.recv[name][1], 0).wait()
+                        return self.recv[name]
+                """,
+        },
+    )
+    assert sorted(_check(tmp_path)) == [
+        ("pipe.py", 14, "IM002", "warning"),
+        ("pipe.py", 14, "IM002", "warning"),
+    ]
+
+
 def test_summaries_round_trip_every_field():
     """``DefSummary.to_data`` and ``from_data`` agree on every field and its order (a
     field added out of order would shift the rest when the cache reads it back)."""
