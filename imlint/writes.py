@@ -184,8 +184,10 @@ def find_writes(
     # (``self._bufs[k].copy_()``, ``buf = self._bufs.get(k)``) may reach it. In the
     # function itself, keys under other names are other entries (``buffers[mkey]``
     # beside ``buffers[key]``).
+    # Only for storage every function names alike: ``self.`` of the class, a global (a
+    # parameter's name in another function is that function's own object).
     entries = _entries_prefix(store) if entry_key is None else None
-    if entries is not None:
+    if entries is not None and kind in ("self", "global"):
         inside = [*inside, entries]
     for g, w in windex.naming(wanted if site.object_result else storage, inside):
         if _fills_an_entry(w, index):

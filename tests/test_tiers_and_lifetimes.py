@@ -867,6 +867,30 @@ def test_a_helper_that_receives_into_its_parameter_writes_it_from_a_kernel(tmp_p
     ]
 
 
+def test_a_parameters_name_in_another_function_is_another_object():
+    """The entries of a container handed in as a parameter are not reached by another
+    function's entries of its own variable of the same name: ``state[name] = t`` in the
+    getter is not written by ``_get(state["pools"], ...)`` in its caller."""
+    code = textwrap.dedent(
+        """
+        import torch
+
+        def _get(state, name, n):
+            t = state.get(name)
+            if t is None:
+                t = torch.empty(n)
+                state[name] = t
+            return t
+
+        def run(state, n):
+            pools = state["pools"]
+            return _get(pools, "a", n)
+        """
+    )
+    found = Linter(Settings(extend_select=("IM005",))).check_text("t.py", code)
+    assert [(f.line, f.code) for f in found] == [(7, "IM002")]
+
+
 def test_summaries_round_trip_every_field():
     """``DefSummary.to_data`` and ``from_data`` agree on every field and its order (a
     field added out of order would shift the rest when the cache reads it back)."""
