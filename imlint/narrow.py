@@ -556,7 +556,7 @@ def _scan(unit: _Unit, triggers: set[int], containers: _Containers, cache_names:
                 roots.append((t.value, None, t.slice))
     # Texts are compared with the method's first parameter spelled ``self``.
     unspelled = {"self", self_name}
-    for expr, attr, key in roots:
+    for expr, attr, _key in roots:
         root = _root(expr)
         if attr is None:
             scan.containers |= _last_names(expr)
@@ -565,9 +565,9 @@ def _scan(unit: _Unit, triggers: set[int], containers: _Containers, cache_names:
             # itself, as a container: whatever they call their first parameter).
             scan.class_writes |= {attr} if attr is not None else _last_names(expr) or {"*"}
             continue
+        # Not the key's names: under a key computed at run time, a write to an entry
+        # of the container under any key may reach it (``writes.find_writes``).
         words = _words(expr) | ({attr} if attr is not None else set())
-        if key is not None:
-            words |= _words(key)
         scan.writes.add(frozenset(words - unspelled))
     return scan
 

@@ -68,7 +68,9 @@ def test_baseline_survives_unrelated_edits_and_reports_new_sites(tmp_path):
     (tmp_path / "a.py").write_text("# header\n" * 20 + LAZY)
     r = run_imlint("check", "a.py", "--baseline", "base.json", cwd=tmp_path)
     assert r.code == 0, r.out
-    new_site = "\n\ndef other(n):\n    if -n not in _C:\n        _C[-n] = torch.zeros(n)\n    _C[-n].zero_()\n"
+    # Its own container: a write to an entry of ``_C`` under any key reaches the
+    # baselined site too (and changes its code).
+    new_site = "\n\n_D = {}\n\n\ndef other(n):\n    if n not in _D:\n        _D[n] = torch.zeros(n)\n    _D[n].zero_()\n"
     (tmp_path / "a.py").write_text("# header\n" * 20 + LAZY + new_site)
     r = run_imlint(
         "check", "a.py", "--baseline", "base.json", "--output-format", "json", cwd=tmp_path
