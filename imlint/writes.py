@@ -358,7 +358,13 @@ def _kept_attribute_passes(index: ProjectIndex) -> list[tuple[Target, str, Targe
         if not kept:
             continue
         for module, m in index.instance_methods(cls):
-            out += [(ctor, param, (module, m.qual), f"self.{attr}") for param, attr in kept]
+            # only what the method writes or hands on (``pwrites``, ``passes``)
+            named = {p for p, _k in m.pwrites} | {owner for _t, _k, owner in m.passes}
+            out += [
+                (ctor, param, (module, m.qual), f"self.{attr}")
+                for param, attr in kept
+                if f"self.{attr}" in named
+            ]
     return out
 
 
