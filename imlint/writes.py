@@ -166,34 +166,8 @@ def find_writes(
                 # ``buf = torch.empty(n); buf.copy_(x)``, ``torch.empty(n).copy_(x)``; a
                 # tensor handed to unreadable code (``pool.append(buf)``) may stay blank
                 site.filled = True
-    # Other functions that can see the same storage.
-    kind = own.root_kind(store.root) if store.root is not None else "global"
-    module_wide = kind == "global" or store.kind == "return"
-
-    def sees(g: FunctionModel) -> bool:
-        if kind == "self" and f.cls is not None:
-            return g.cls is f.cls
-        if module_wide:
-            return True  # module storage: any function of the module may write it
-        # Storage handed in (a parameter, a registry): other functions reach it only
-        # through this function's return value (``st = get_ws(reg); st.zero_()``).
-        return f.name in g.calls
-
-    # An entry under a key computed at run time (``self._bufs[n] = t``): another
-    # function writing an entry of the same container under any key
-    # (``self._bufs[k].copy_()``, ``buf = self._bufs.get(k)``) may reach it. In the
-    # function itself, keys under other names are other entries (``buffers[mkey]``
-    # beside ``buffers[key]``).
-    # Only for storage every function names alike: ``self.`` of the class, a global (a
-    # parameter's name in another function is that function's own object).
-    entries = _entries_prefix(store) if entry_key is None else None
-    if entries is not None and kind in ("self", "global"):
-        inside = [*inside, entries]
-    for g, w in windex.naming(wanted if site.object_result else storage, inside):
-        if _fills_an_entry(w, index):
-            continue
-        if g is not f and sees(g) and not windex.rebound(site, g, w):
-            site.writes.append(w)
+    tokens = wanted if site.object_result else storage
+    _writes_elsewhere(site, own, windex, index, tokens, inside, entry_key)
     if site.object_writes is not None:
         kind, how = site.object_writes
         site.writes.append(
@@ -209,6 +183,48 @@ def find_writes(
             site.writes.append(handed)  # handed to outside code, with its result
     # Visiting order is source order: the first write is the one a message cites.
     site.writes.sort(key=lambda w: w.order)
+
+
+def _writes_elsewhere(
+    site: AllocationSite,
+    own: FunctionAnalysis,
+    windex: WriteIndex,
+    index: ModuleIndex,
+    tokens: set[str],
+    inside: list[str],
+    entry_key: str | None,
+) -> None:
+    """Writes by the module's other functions that can see the site's storage
+    (``tokens``, or something under a prefix of ``inside``); ``entry_key``: the key of
+    the literal's entry the site fills, if any."""
+    f, store = site.function, site.store
+    assert store is not None
+    kind = own.root_kind(store.root) if store.root is not None else "global"
+    module_wide = kind == "global" or store.kind == "return"
+
+    def sees(g: FunctionModel) -> bool:
+        if kind == "self" and f.cls is not None:
+            return g.cls is f.cls
+        if module_wide:
+            return True  # module storage: any function of the module may write it
+        # Storage handed in (a parameter, a registry): other functions reach it only
+        # through this function's return value (``st = get_ws(reg); st.zero_()``).
+        return f.name in g.calls
+
+    # An entry under a key computed at run time (``self._bufs[n] = t``): another
+    # function writing an entry of the same container under any key
+    # (``self._bufs[k].copy_()``, ``buf = self._bufs.get(k)``) may reach it (in the
+    # function itself, keys under other names are other entries: ``buffers[mkey]``
+    # beside ``buffers[key]``). Only for storage every function names alike: ``self``
+    # of the class, a global (a parameter's name in another function is that
+    # function's own object); not for an entry of a literal (``{"a": t}``).
+    entries = _entries_prefix(store) if entry_key is None else None
+    if entries is not None and kind in ("self", "global"):
+        inside = [*inside, entries]
+    for g, w in windex.naming(tokens, inside):
+        if g is not f and sees(g) and not _fills_an_entry(w, index):
+            if not windex.rebound(site, g, w):
+                site.writes.append(w)
 
 
 def _callers_writes(site: AllocationSite, index: ModuleIndex, entry_key: str | None) -> None:
