@@ -266,10 +266,13 @@ class Lifetimes:
         return self.entry_point(me)
 
     def entry_point(self, target: Target) -> bool:
-        """Nothing outside test code calls it (by any name the index sees): it may be
-        called from outside, once for the whole process."""
-        return not self._production_callers(target) and not any(
-            not is_test_module(c[0]) for c, _text in self.index.unresolved_callers(target)
+        """Nothing outside test code calls it (by any name the index sees) but itself:
+        it may be called from outside, once for the whole process. A factory's
+        ``engine_cls.trainer_init(...)`` inside its own ``trainer_init`` is a call by
+        that name, not a caller that keeps the result."""
+        return not any(c != target for c in self._production_callers(target)) and not any(
+            c != target and not is_test_module(c[0])
+            for c, _text in self.index.unresolved_callers(target)
         )
 
     def _is_per_call_class(self, cls: Target) -> bool:

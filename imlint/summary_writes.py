@@ -147,7 +147,7 @@ class WriteFacts:
                     and isinstance(e.func, ast.Attribute)
                     and e.func.attr in DERIVED_METHODS
                 ):
-                    e = e.func.value
+                    e = derived_from(e)
                 else:
                     break
             if isinstance(e, ast.Call):
@@ -241,7 +241,7 @@ def _owner(expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) ->
             if expr.func.attr not in DERIVED_METHODS:
                 return None
             attr = None
-            expr = expr.func.value
+            expr = derived_from(expr)
         else:
             break
     if not isinstance(expr, ast.Name):
@@ -284,7 +284,17 @@ def handle_root(expr: ast.expr) -> str | None:
         elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
             if expr.func.attr not in DERIVED_METHODS:
                 return None
-            expr = expr.func.value
+            expr = derived_from(expr)
         else:
             break
     return expr.id if isinstance(expr, ast.Name) else None
+
+
+def derived_from(call: ast.Call) -> ast.expr:
+    """The tensor a view or derived value comes from: ``buf`` of ``buf.view(-1)``, and
+    of ``torch.as_strided(buf, ...)`` (the function form takes it first)."""
+    assert isinstance(call.func, ast.Attribute)
+    base = call.func.value
+    if isinstance(base, ast.Name) and base.id == "torch" and call.args:
+        return call.args[0]
+    return base

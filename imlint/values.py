@@ -13,6 +13,7 @@ from imlint.kinds import CONTAINER_CALLS, DERIVED_METHODS, FRESH_CALLS, KEEPING_
 from imlint.names import (
     TORCH_FACTORIES,
     VIEW_ATTRIBUTES,
+    VIEW_METHODS,
     ImportMap,
     expr_text,
     string_value,
@@ -32,6 +33,12 @@ def is_container(value: cst.BaseExpression, imports: ImportMap) -> bool:
         q = imports.qualify(value.func)
         return q is not None and q in CONTAINER_CALLS
     return False
+
+
+def _torch_view(call: cst.Call, imports: ImportMap) -> bool:
+    """``torch.<view>(x, ...)``: the function form of a view method, a view of ``x``."""
+    q = imports.qualify(call.func)
+    return q is not None and q.startswith("torch.") and q[6:] in VIEW_METHODS
 
 
 #: Marks a container text in ``ModuleIndex.container_texts`` whose items are containers.
@@ -316,7 +323,9 @@ class FunctionAnalysis:
             elif isinstance(e, cst.Call):
                 out |= self._call_tokens(e)
                 func = e.func
-                if isinstance(func, cst.Attribute):
+                if e.args and _torch_view(e, self.index.imports):
+                    stack.append(e.args[0].value)  # ``torch.as_strided(buf, ...)``
+                elif isinstance(func, cst.Attribute):
                     method = func.attr.value
                     args = [a for a in e.args if a.star == ""]
                     if method == "setdefault" and len(args) > 1:

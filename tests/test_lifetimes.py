@@ -913,3 +913,40 @@ def test_an_object_a_factory_makes_through_a_picked_class_lives_as_its_result(tm
         "\n\n    def serve(runner):\n        for n in range(4):\n            runner.step(n)\n"
     )
     assert _findings(tmp_path, {"pkg/runner.py": per_step}) == []
+
+
+def test_a_factory_method_named_like_the_one_it_calls_is_still_an_entry_point(tmp_path):
+    engine = """
+    import torch
+
+
+    class Engine:
+        def __init__(self):
+            self.ring = [None, None]
+
+        @classmethod
+        def init(cls, n):
+            return cls()
+
+        def pack(self, i, x):
+            slot = self.ring[i]
+            if slot is None:
+                slot = torch.empty(8)
+                self.ring[i] = slot
+            slot.copy_(x)
+    """
+    factory = """
+    class Factory:
+        registry = {}
+
+        @classmethod
+        def init(cls, name, n):
+            engine_cls = cls.registry[name]()
+            return engine_cls.init(n)
+    """
+    # ``engine_cls.init(n)`` inside ``Factory.init`` is a call by the name ``init``
+    # (it may be ``Engine.init``) made from ``Factory.init`` itself: that does not make
+    # the factory a callee of its own; nothing else calls it, so whoever calls it from
+    # outside keeps the engine, and the ring's slot is a lazy buffer.
+    files = {"pkg/engine.py": engine, "pkg/factory.py": factory}
+    assert _findings(tmp_path, files) == [("engine.py", 16, "IM001")]

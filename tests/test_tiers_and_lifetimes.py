@@ -44,6 +44,10 @@ def test_the_writer_decides_the_tier():
     assert codes(LAZY.format(use="my_ext.run(x, buf)")) == [(8, "IM002")]
     assert codes(LAZY.format(use="torch.ops.my.run(x, buf)")) == [(8, "IM002")]
     assert codes(LAZY.format(use="my_ext.fill(buf.data_ptr(), n)")) == [(8, "IM002")]
+    # The function form of a view writes through the view to the buffer.
+    assert codes(LAZY.format(use="torch.narrow(buf, 0, 0, 2).zero_()")) == [(8, "IM001")]
+    strided = "v = torch.as_strided(buf.view(x.dtype), (2,), (1,)); v.copy_(x)"
+    assert codes(LAZY.format(use=strided)) == [(8, "IM001")]
     # Reads: torch functions, builtins, methods of other objects.
     assert codes(READ.format(use="y = torch.matmul(x, buf) + len(buf)")) == [(8, "IM005")]
     assert codes(READ.format(use="self_model.forward(buf)")) == [(8, "IM005")]
@@ -931,17 +935,19 @@ def test_callers_write_what_a_getter_returns_across_files(tmp_path):
                     return _PAD[n]
                 """,
             "pkg/use.py": """
+                import torch
                 from pkg.bufs import get_buffers, get_pad
 
                 def run(x, n):
                     a, b = get_buffers(n)
                     _kernel[(n,)](x, a, b)
                     pad = get_pad(n)
-                    pad[:n].copy_(x)
+                    torch.narrow(pad, 0, 0, n).copy_(x)
                 """,
         },
     )
-    # Both tensors of the tuple are handed to the kernel; the pad is copied into.
+    # Both tensors of the tuple are handed to the kernel; the pad is copied into
+    # (through a view made by the function form of ``narrow``).
     assert sorted(_check(tmp_path)) == [
         ("bufs.py", 9, "IM002", "warning"),
         ("bufs.py", 9, "IM002", "warning"),
