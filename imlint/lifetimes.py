@@ -280,6 +280,10 @@ class Lifetimes:
 
     def _made_long(self, s: FileSummary, d: DefSummary, text: str) -> bool:
         """Whether the result of the call ``text`` in ``d`` may outlive the call."""
+        if (text, "dropped") in d.results and self._instantiated(s, d, text) is None:
+            # ``prof.step()`` as a statement: nothing holds what it returns (an object
+            # built and dropped is judged by its class: its constructor may keep it)
+            return False
         if self.queues.queued_only(s, d, text):
             return False  # an item of a queue: served, then taken out
         if self._long_context(s, d):

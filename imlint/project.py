@@ -58,7 +58,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 36
+SUMMARY_VERSION = 37
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -95,7 +95,8 @@ class DefSummary:
     #: (call text, argument position or keyword, parameter): a parameter handed on
     passes: list[tuple[str, str, str]] = field(default_factory=list)
     #: (call text, what happens to the result): ``kept`` in storage that outlives the
-    #: call, ``returned``, ``handed:<callee>:<position or keyword>`` (an argument);
+    #: call, ``returned``, ``handed:<callee>:<position or keyword>`` (an argument),
+    #: ``dropped`` (every call by the text is a statement of its own: ``prof.step()``);
     #: results only used or held in locals are not listed
     results: list[tuple[str, str]] = field(default_factory=list)
     #: parameters whose value the body keeps (``self.x = x``, ``lst.append(x)``)
@@ -253,6 +254,8 @@ class _Scope:
     unpacked: dict[str, list[ast.expr]] = field(default_factory=dict)  # a, b = call()
     rebound: set[str] = field(default_factory=set)  # names bound by a loop or unpacking
     rwrites: set[tuple[str, str, str]] = field(default_factory=set)  # (call, kind, key)
+    #: call text -> whether every call by it is a statement whose result is dropped
+    dropped: dict[str, bool] = field(default_factory=dict)
     kernel: bool = False  # a Triton kernel (``@triton.jit``): ``tl.store`` writes
     plain: bool = True  # no decorator that may keep what it returns
     #: (global, value) assigned here: kept for the process unless the function puts
@@ -324,6 +327,8 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
             | {n.rsplit(".", 1)[-1] for n in options.extra_allocators}
         )
         self.may_allocate = False
+        #: ids of calls that are statements of their own (their result is dropped)
+        self.statements: set[int] = set()
         self.name_calls: set[str] = set()
         #: names the module binds at its top level (``_module_names``)
         self.module_names: set[str] = set()
@@ -559,12 +564,20 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
 
     # ---- calls, stores, returns
 
+    def visit_Expr(self, node: ast.Expr) -> None:
+        value = node.value.value if isinstance(node.value, ast.Await) else node.value
+        if isinstance(value, ast.Call):
+            self.statements.add(id(value))  # ``prof.step()``: what it returns is dropped
+        self.generic_visit(node)
+
     def visit_Call(self, node: ast.Call) -> None:
         scope = self.scopes[-1]
         launch = isinstance(node.func, ast.Subscript)  # ``kernel[grid](...)``
         callable_ = node.func.value if isinstance(node.func, ast.Subscript) else node.func
         text = self.call_text(callable_)
+        statement = id(node) in self.statements
         for callee in self.call_texts(callable_, scope):
+            scope.dropped[callee] = scope.dropped.get(callee, True) and statement
             if scope.summary.kind == "function":
                 self._param_writes(node, callee, launch, scope)
             self._handed(node, callee, scope)
@@ -656,6 +669,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
             results |= {(text, f"kept:{i}") for text in self._made(value, scope) for i in intos}
         for value, how in scope.handed:
             results |= {(text, how) for text in self._made(value, scope)}
+        results |= {(text, "dropped") for text, dropped in scope.dropped.items() if dropped}
         return sorted(results)
 
     def _allocations(self, scope: _Scope) -> None:

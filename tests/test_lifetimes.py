@@ -950,3 +950,57 @@ def test_a_factory_method_named_like_the_one_it_calls_is_still_an_entry_point(tm
     # outside keeps the engine, and the ring's slot is a lazy buffer.
     files = {"pkg/engine.py": engine, "pkg/factory.py": factory}
     assert _findings(tmp_path, files) == [("engine.py", 16, "IM001")]
+
+
+def test_a_dropped_result_does_not_outlive_its_statement(tmp_path):
+    output = """
+    import torch
+
+
+    class Manager:
+        last = None
+
+        def query(self):
+            if Manager.last is None:
+                Manager.last = torch.zeros(4)
+            Manager.last.zero_()
+
+
+    MANAGER = Manager()
+
+
+    class Output:
+        def __init__(self):
+            MANAGER.query()
+
+
+    class Engine:
+        def step(self):
+            return Output()
+
+
+    def serve(engine):
+        for _ in range(4):
+            engine.step()
+    """
+    bench = """
+    import torch
+
+
+    def bench(fn):
+        with torch.profiler.profile() as prof:
+            for _ in range(3):
+                fn()
+                prof.step()
+    """
+    # Each step's output asks the manager on construction: made per step, that is a
+    # first use, not set-up. ``prof.step()`` may be ``Engine.step`` by its name, and
+    # ``bench`` is called from nowhere (an entry point, whose results may live as
+    # long as the process): but the statement drops what it returns.
+    files = {"pkg/output.py": output, "pkg/bench.py": bench}
+    assert _findings(tmp_path, files) == [("output.py", 10, "IM001")]
+    # Kept in a global instead, an output lives for the process: building it is
+    # set-up, and the manager's buffer is made then.
+    kept = bench.replace("prof.step()", "_LAST.append(prof.step())")
+    kept = kept.replace("import torch", "import torch\n    _LAST = []")
+    assert _findings(tmp_path, {"pkg/bench.py": kept}) == []
