@@ -58,7 +58,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 37
+SUMMARY_VERSION = 38
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -669,7 +669,10 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
             results |= {(text, f"kept:{i}") for text in self._made(value, scope) for i in intos}
         for value, how in scope.handed:
             results |= {(text, how) for text in self._made(value, scope)}
-        results |= {(text, "dropped") for text, dropped in scope.dropped.items() if dropped}
+        called = {text for text, _region in scope.calls}  # builtins left out, as there
+        results |= {
+            (t, "dropped") for t, dropped in scope.dropped.items() if dropped and t in called
+        }
         return sorted(results)
 
     def _allocations(self, scope: _Scope) -> None:

@@ -10,6 +10,7 @@ import builtins
 from typing import TYPE_CHECKING
 
 from imlint.kinds import DERIVED_METHODS, collective_output, is_inplace_name
+from imlint.names import VIEW_METHODS
 
 if TYPE_CHECKING:
     from imlint.project import DefSummary, _Scope
@@ -292,9 +293,11 @@ def handle_root(expr: ast.expr) -> str | None:
 
 def derived_from(call: ast.Call) -> ast.expr:
     """The tensor a view or derived value comes from: ``buf`` of ``buf.view(-1)``, and
-    of ``torch.as_strided(buf, ...)`` (the function form takes it first)."""
+    of ``torch.as_strided(buf, ...)`` (the function form of a view takes it first, as
+    ``values._torch_view`` reads it)."""
     assert isinstance(call.func, ast.Attribute)
     base = call.func.value
-    if isinstance(base, ast.Name) and base.id == "torch" and call.args:
+    torch = isinstance(base, ast.Name) and base.id == "torch"
+    if torch and call.func.attr in VIEW_METHODS and call.args:
         return call.args[0]
     return base
