@@ -92,6 +92,18 @@ TREES: dict[str, tuple[str, str, str]] = {
     # Hugging Face's inference and training runtime for Intel Gaudi
     "vllm-spyre-1.10.0": ("vllm-spyre", "1.10.0", "vllm_spyre"),
     "optimum-habana-1.21.2": ("optimum-habana", "1.21.2", "optimum"),
+    # never tuned on, sampled fresh (fresh17): KV-cache compression presses for
+    # transformers, Triton kernels of linear attention, Triton kernels for LLM training
+    # and serving, DeepSpeed's inference server, and vllm's TPU backend
+    "kvpress-0.5.5": ("kvpress", "0.5.5", "kvpress"),
+    "flash-linear-attention-0.6.0": ("flash-linear-attention", "0.6.0", "fla"),
+    "liger-kernel-0.8.5": ("liger-kernel", "0.8.5", "liger_kernel"),
+    "deepspeed-mii-0.3.3": ("deepspeed-mii", "0.3.3", "mii"),
+    "tpu-inference-0.32.0": ("tpu-inference", "0.32.0", "tpu_inference"),
+    "unsloth-2026.10.9": ("unsloth", "2026.10.9", "unsloth"),
+    "gptqmodel-7.7.0": ("gptqmodel", "7.7.0", "gptqmodel"),
+    "transformers-5.25.0": ("transformers", "5.25.0", "transformers"),
+    "diffusers-0.42.1": ("diffusers", "0.42.1", "diffusers"),
     SEED_TREE: ("sglang", "0.5.18", "sglang"),
 }
 SCORED = ("sglang-0.5.23", "vllm-0.33.0", "lmdeploy-0.18.0")
@@ -113,6 +125,15 @@ ALIASES = {
     "xfuser": "xfuser-0.7.0",
     "vllm-spyre": "vllm-spyre-1.10.0",
     "optimum-habana": "optimum-habana-1.21.2",
+    "kvpress": "kvpress-0.5.5",
+    "fla": "flash-linear-attention-0.6.0",
+    "liger-kernel": "liger-kernel-0.8.5",
+    "deepspeed-mii": "deepspeed-mii-0.3.3",
+    "tpu-inference": "tpu-inference-0.32.0",
+    "unsloth": "unsloth-2026.10.9",
+    "gptqmodel": "gptqmodel-7.7.0",
+    "transformers": "transformers-5.25.0",
+    "diffusers": "diffusers-0.42.1",
 }
 VERDICTS = {"tp": "TP", "fp": "FP", "unsure": "unsure"}
 IM003_BY_CATEGORY = {"torch-write": "error", "kernel-write": "warning"}
