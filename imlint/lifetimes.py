@@ -223,16 +223,43 @@ _NAMED_SITES = 32
 _KEEP_DEPTH = 3
 
 
+#: (callee, parameter) -> what callers hand it; and the parameters every caller was seen
+#: handing something (``Lifetimes._param_origins``)
+Origins: TypeAlias = """tuple[
+    dict[tuple[Target, str], list[tuple[str, Target | None, str]]], set[tuple[Target, str]]
+]"""
+
+
+def _hands_by_text(d: DefSummary) -> list[tuple[str, tuple[str, str | None, str]]]:
+    """(call text, (parameter key, the caller's parameter handed, or None and the call
+    whose result is handed)) for what ``d`` hands the functions it calls."""
+    out: list[tuple[str, tuple[str, str | None, str]]] = [
+        (text, (key, param, "")) for text, key, param in d.passes
+    ]
+    for made, how in d.results:
+        if how.startswith("handed:"):
+            _, callee, key = how.split(":", 2)
+            out.append((callee, (key, None, made)))
+    return out
+
+
 class Lifetimes:
     """Per-call classes and parameters of a project (see the module doc)."""
 
-    def __init__(self, index: ProjectIndex, construction: set[Target]) -> None:
+    def __init__(
+        self, index: ProjectIndex, construction: set[Target], origins: Origins | None = None
+    ) -> None:
         self.index = index
         self.construction = construction
         self._returned: dict[Target, bool] = {}
         self._judging: set[tuple[str, str, str]] = set()
-        # What callers hand each parameter does not change between rounds.
-        self._origins, self._complete = self._param_origins()
+        #: caller -> (what it calls, resolved) -> (parameter key, its parameter or None
+        #: with the call's result)
+        self._hands: dict[Target, dict[Target | None, list[tuple[str, str | None, str]]]] = {}
+        # What callers hand each parameter does not change between rounds, nor between
+        # two lifetimes of one index (``origins``: the other's).
+        self.origins: Origins = origins if origins is not None else self._param_origins()
+        self._origins, self._complete = self.origins
         #: (caller, its parameter) -> the parameters it is handed on to
         self._handed_on: dict[tuple[Target, str], list[tuple[Target, str]]] = {}
         for bound, handed in self._origins.items():
@@ -441,11 +468,7 @@ class Lifetimes:
                     unjudged.append(bound)
         return set(origins) - seen
 
-    def _param_origins(
-        self,
-    ) -> tuple[
-        dict[tuple[Target, str], list[tuple[str, Target | None, str]]], set[tuple[Target, str]]
-    ]:
+    def _param_origins(self) -> Origins:
         """What callers hand each parameter: ``(callee, parameter) -> [("param", caller,
         its parameter) or ("made", class or None, "")]``, and the parameters whose every
         caller was seen handing something. Judged on demand: for functions that
@@ -504,25 +527,24 @@ class Lifetimes:
         if s is None or d is None:
             return []
 
-        def reaches(text: str) -> bool:
-            return text == via if via is not None else index.resolve(s, d, text) == target
-
+        if via is not None:
+            handed = [h for text, h in _hands_by_text(d) if text == via]
+        else:
+            by_target = self._hands.get(caller)
+            if by_target is None:
+                by_target = self._hands[caller] = {}
+                for text, h in _hands_by_text(d):
+                    by_target.setdefault(index.resolve(s, d, text), []).append(h)
+            handed = by_target.get(target, [])
         out: list[tuple[str, tuple[str, Target | None, str]]] = []
-        for text, key, param in d.passes:
-            if reaches(text):
-                name = index.param_name(target, key)
-                if name is not None:
-                    out.append((name, ("param", caller, param)))
-        for made, how in d.results:
-            if not how.startswith("handed:"):
-                continue
-            _, callee, key = how.split(":", 2)
-            if not reaches(callee):
-                continue
+        for key, param, made in handed:
             name = index.param_name(target, key)
             if name is None:
                 continue
-            out.append((name, ("made", self._instantiated(s, d, made), "")))
+            if param is not None:
+                out.append((name, ("param", caller, param)))
+            else:
+                out.append((name, ("made", self._instantiated(s, d, made), "")))
         return out
 
     def _instantiations(self) -> dict[Target, list[tuple[FileSummary, DefSummary, str]]]:

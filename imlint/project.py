@@ -1259,9 +1259,9 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
         # Construction needs to know which objects are made per call (building one is
         # not set-up), and lifetimes what runs in construction: one round each way.
         self.construction = construction_only(self)
-        per_call = Lifetimes(self, self.construction).per_call
-        self.construction = construction_only(self, per_call)
-        self.lifetimes = Lifetimes(self, self.construction)
+        first = Lifetimes(self, self.construction)
+        self.construction = construction_only(self, first.per_call)
+        self.lifetimes = Lifetimes(self, self.construction, first.origins)
         self.per_call_params = self.lifetimes.params
         self.warmed = warmed_by_construction(self, self.construction, self.lifetimes.per_call)
         self.holders = Holders(self)

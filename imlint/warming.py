@@ -40,6 +40,13 @@ class _Warming:
         self.construction = construction
         self.con = Construction(index, per_call)
         self._callers: dict[Target, list[Target]] = {}
+        self._split: dict[Target, tuple[list[Target], set[Target], int]] = {}
+        #: id of a list of calls by one name -> its split (the lists live in the index)
+        self._named: dict[int, tuple[list[Target], set[Target], int]] = {}
+        #: target -> the callers whose call builds an object of its class
+        self._builders: dict[Target, set[Target]] = {}
+        for caller, callee in index.building:
+            self._builders.setdefault(callee, set()).add(caller)
 
     def callers(self, target: Target) -> list[Target]:
         """Production callers, resolved or by the function's name."""
@@ -50,10 +57,37 @@ class _Warming:
             known = self._callers[target] = [c for c in found if not is_test_module(c[0])]
         return known
 
+    def split(self, target: Target) -> tuple[list[Target], set[Target], int]:
+        """``target``'s production callers split as construction sees them. The calls by
+        its name that the index cannot resolve are the same for every function of that
+        name: they are split once (unless one of them also builds ``target``)."""
+        known = self._split.get(target)
+        if known is not None:
+            return known
+        named = self.index.unresolved_callers(target)
+        builders = self._builders.get(target, set())
+        if not named or any(c in builders for c, _text in named):
+            known = self.con.split(self.callers(target), target)
+        else:
+            resolved = [
+                c for c in callers_as_set_up_sees(self.index, target) if not is_test_module(c[0])
+            ]
+            rest, built, n = self.con.split(resolved, target)
+            by_name = self._named.get(id(named))
+            if by_name is None:
+                callers = [c for c, _text in named if not is_test_module(c[0])]
+                by_name = self._named[id(named)] = self.con.split(callers)
+            if rest or built or n:
+                known = (rest + by_name[0], built | by_name[1], n + by_name[2])
+            else:
+                known = by_name  # shared: nobody changes a split
+        self._split[target] = known
+        return known
+
     def warming_classes(self, target: Target, depth: int = _UP) -> set[Target]:
         """Classes whose construction calls ``target`` (directly, or through functions
         of construction)."""
-        rest, built, _n = self.con.split(self.callers(target), target)
+        rest, built, _n = self.split(target)
         classes = set(built)
         for c in rest:
             if c not in self.construction:
@@ -85,7 +119,7 @@ class _Warming:
             return cls in classes
         if not depth:
             return False
-        rest, _built, constructors = self.con.split(self.callers(caller), caller)
+        rest, _built, constructors = self.split(caller)
         if not rest and not constructors:
             return False  # an entry point: it may run first
         return all(self.runs_on(c, classes, depth - 1) for c in rest)
@@ -98,7 +132,7 @@ class _Warming:
                 target = (s.module, d.qual)
                 if d.kind != "function" or target in self.construction:
                     continue
-                rest, _built, _n = self.con.split(self.callers(target), target)
+                rest, _built, _n = self.split(target)
                 if not rest:
                     continue  # constructors only: construction decides
                 classes = self.warming_classes(target)
