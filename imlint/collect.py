@@ -46,6 +46,8 @@ class Collector(SiteFinder, CallWrites, Bindings, cst.CSTVisitor):
         super().__init__()
         self.facts = facts
         self.positions = positions
+        #: the module's own guard helpers (``imlint/guards.py``): ``with`` them is guarded
+        self.local_guards: frozenset[str] = frozenset()
         self._top = -1  # index of the module-level statement being visited
         self.options = options
         self.imports = ImportMap()
@@ -99,7 +101,9 @@ class Collector(SiteFinder, CallWrites, Bindings, cst.CSTVisitor):
         q = self.imports.qualify(func)
         if q is None:
             return None
-        if self.options.extra_guards and name_matches(q, self.options.extra_guards):
+        if q in self.local_guards or (
+            self.options.extra_guards and name_matches(q, self.options.extra_guards)
+        ):
             return Mode.GUARDED
         if q not in INFERENCE_MODE_NAMES:
             return None

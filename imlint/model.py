@@ -10,9 +10,12 @@ records instead of walking the tree again.
 
 from __future__ import annotations
 
+import contextlib
+
 import libcst as cst
 
 from imlint.collect import Collector
+from imlint.guards import local_guards
 from imlint.index_facts import NO_FACTS, FileFacts
 from imlint.names import dotted_name, torch_alias
 from imlint.options import AnalysisOptions
@@ -29,6 +32,7 @@ from imlint.sites import (
     site_mode,
     stored_before,
 )
+from imlint.source import quiet_parse
 from imlint.values import FunctionAnalysis, ModuleIndex
 from imlint.walk import visit_readonly
 from imlint.writes import WriteIndex, find_writes
@@ -60,6 +64,11 @@ def build_model(
     project index knows about this file's calls)."""
     positions = Positions(module, text)
     collector = Collector(options, positions, facts)
+    code = text if text is not None else module.code
+    if "inference_mode" in code:
+        # A text Python cannot parse has no summary either: no guard helpers there.
+        with contextlib.suppress(SyntaxError, ValueError, RecursionError, MemoryError):
+            collector.local_guards = local_guards(quiet_parse(code))
     visit_readonly(module, collector)
     allocations = collector.allocations
     index = _module_index(collector, facts)

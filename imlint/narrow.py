@@ -40,6 +40,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from imlint.guards import local_guards
 from imlint.index_facts import FileFacts
 from imlint.kinds import (
     CONSTRUCTORS,
@@ -236,6 +237,11 @@ def narrow(text: str, tree: ast.Module, options: AnalysisOptions, facts: FileFac
         needs.add_scan(unit, scan)
     if not any_site:
         return None
+    # A guard helper of the module (``imlint/guards.py``) is read from its body.
+    guards = local_guards(tree) if "inference_mode" in text else frozenset()
+    for i, unit in enumerate(units):
+        if unit.function and unit.owner is None and getattr(unit.node, "name", "") in guards:
+            kept.add(i)
     _keep_what_matters(units, lines, kept, needs, _writer_names(facts))
     return _stubbed(units, lines, kept, skeletons, text)
 

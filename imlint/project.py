@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from imlint.guards import local_guards
 from imlint.holders import Holders
 from imlint.index_allocators import AllocatorFinder
 from imlint.index_facts import FactsFinder
@@ -58,7 +59,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 38
+SUMMARY_VERSION = 39
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -319,6 +320,8 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         self.scopes: list[_Scope] = [_Scope(top, None, set())]
         self.classes: list[str | None] = [None]  # the class whose body is being visited
         self.region = ""
+        #: the module's own guard helpers (``imlint/guards.py``): ``with`` them is guarded
+        self.local_guards: frozenset[str] = frozenset()
         self.cond = 0  # depth of conditional code (if, except, ``or``): lazy stores
         #: the last names of every callable the model treats as an allocator
         self.vocabulary = (
@@ -382,7 +385,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
             return ""
         q = self.qualify(text)
         opts = self.options
-        if name_matches(q, opts.extra_guards):
+        if name_matches(q, opts.extra_guards) or q in self.local_guards:
             return "guarded"
         if name_matches(q, opts.inference_mode_regions):
             return "inference"
@@ -867,6 +870,7 @@ def summarize(
     # inside functions are bound as the walk meets them.
     for node in _module_level_imports(tree.body):
         s.visit(node)
+    s.local_guards = local_guards(tree) if "inference_mode" in text else frozenset()
     for stmt in tree.body:
         s.visit(stmt)
     s._finish(s.scopes[0])
