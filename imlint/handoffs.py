@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from imlint.index_facts import FileFacts
-from imlint.kinds import DERIVED_METHODS, collective_output, is_inplace_name
-from imlint.names import ImportMap, dotted_name, expr_text, unpacked
+from imlint.kinds import collective_output, derives_receiver, is_inplace_name
+from imlint.names import ImportMap, dotted_name, expr_text, passes_copy, unpacked
 from imlint.positions import Positions
 from imlint.semantic import (
     HANDED_WRITE,
@@ -223,7 +223,7 @@ def _is_handle(expr: cst.BaseExpression) -> bool:
     ``buf.view(-1)``, or what a call hands back (``_get_counters(dev)``, which the model
     resolves to a getter's cache when it is one)."""
     while isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
-        if expr.func.attr.value not in DERIVED_METHODS:
+        if not derives_receiver(expr.func.attr.value, passes_copy(expr)):
             return isinstance(expr.func.value, (cst.Name, cst.Attribute))
         expr = expr.func.value
     return isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript, cst.Call))

@@ -40,6 +40,14 @@ DERIVED_METHODS = VIEW_METHODS | frozenset(
     {"to", "cuda", "cpu", "type", "float", "half", "bfloat16", "int", "long", "bool", "pin_memory"}
 )
 
+
+def derives_receiver(method: str, copies: bool = False) -> bool:
+    """Whether what ``x.method(...)`` returns may be the receiver tensor or a view of it
+    (a write through it writes the receiver). ``copies``: the call passes ``copy=True``,
+    so a conversion (``x.to(dtype, copy=True)``) always returns new storage."""
+    return method in DERIVED_METHODS and not (copies and method == "to")
+
+
 LAZY_FRAMES = frozenset(
     {"if_body", "if_else", "while", "case", "ifexp_body", "ifexp_else", "boolop"}
 )

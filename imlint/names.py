@@ -137,6 +137,17 @@ class ImportMap:
         return None
 
 
+def passes_copy(call: cst.Call) -> bool:
+    """Whether a call passes ``copy=True`` (``x.to(dtype, copy=True)``)."""
+    return any(
+        a.keyword is not None
+        and a.keyword.value == "copy"
+        and isinstance(a.value, cst.Name)
+        and a.value.value == "True"
+        for a in call.args
+    )
+
+
 _EMPTY_MODULE = cst.Module(body=[])
 
 

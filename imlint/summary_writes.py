@@ -9,7 +9,7 @@ import ast
 import builtins
 from typing import TYPE_CHECKING
 
-from imlint.kinds import DERIVED_METHODS, collective_output, is_inplace_name
+from imlint.kinds import collective_output, derives_receiver, is_inplace_name
 from imlint.names import VIEW_METHODS
 
 if TYPE_CHECKING:
@@ -146,7 +146,7 @@ class WriteFacts:
                 elif (
                     isinstance(e, ast.Call)
                     and isinstance(e.func, ast.Attribute)
-                    and e.func.attr in DERIVED_METHODS
+                    and derives_receiver(e.func.attr, copies(e))
                 ):
                     e = derived_from(e)
                 else:
@@ -239,7 +239,7 @@ def _owner(expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) ->
             attr = None
             expr = expr.value
         elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
-            if expr.func.attr not in DERIVED_METHODS:
+            if not derives_receiver(expr.func.attr, copies(expr)):
                 return None
             attr = None
             expr = derived_from(expr)
@@ -283,12 +283,20 @@ def handle_root(expr: ast.expr) -> str | None:
         if isinstance(expr, (ast.Attribute, ast.Subscript, ast.Starred)):
             expr = expr.value
         elif isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
-            if expr.func.attr not in DERIVED_METHODS:
+            if not derives_receiver(expr.func.attr, copies(expr)):
                 return None
             expr = derived_from(expr)
         else:
             break
     return expr.id if isinstance(expr, ast.Name) else None
+
+
+def copies(call: ast.Call) -> bool:
+    """Whether a call passes ``copy=True`` (``x.to(dtype, copy=True)``)."""
+    return any(
+        kw.arg == "copy" and isinstance(kw.value, ast.Constant) and kw.value.value is True
+        for kw in call.keywords
+    )
 
 
 def derived_from(call: ast.Call) -> ast.expr:

@@ -9,13 +9,14 @@ from dataclasses import dataclass, field
 import libcst as cst
 
 from imlint.allocations import call_key
-from imlint.kinds import CONTAINER_CALLS, DERIVED_METHODS, FRESH_CALLS, KEEPING_BUILTINS
+from imlint.kinds import CONTAINER_CALLS, FRESH_CALLS, KEEPING_BUILTINS, derives_receiver
 from imlint.names import (
     TORCH_FACTORIES,
     VIEW_ATTRIBUTES,
     VIEW_METHODS,
     ImportMap,
     expr_text,
+    passes_copy,
     string_value,
 )
 from imlint.semantic import FunctionModel
@@ -330,7 +331,7 @@ class FunctionAnalysis:
                     args = [a for a in e.args if a.star == ""]
                     if method == "setdefault" and len(args) > 1:
                         stack.append(args[1].value)
-                    elif method in DERIVED_METHODS or method.endswith("_"):
+                    elif derives_receiver(method, passes_copy(e)) or method.endswith("_"):
                         stack.append(func.value)
             elif isinstance(e, cst.IfExp):
                 stack.extend((e.body, e.orelse))

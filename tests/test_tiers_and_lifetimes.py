@@ -2091,3 +2091,40 @@ def test_a_library_objects_method_may_write_the_storage_it_is_handed():
     # A tensor with content is the library's input, whatever it is handed to.
     full = textwrap.dedent(READ) + "{more}"
     assert codes(full.format(use="x.query_mask(buf)", more="")) == [(8, "IM005")]
+
+
+COPIED = """
+    import torch
+    from functools import lru_cache
+
+    @lru_cache(maxsize=None)
+    def get_table(n):
+        return torch.randn(n, n)
+"""
+
+
+def test_a_conversion_told_to_copy_is_new_storage(tmp_path):
+    """``x.to(dtype, copy=True)`` always copies: writes through it do not write ``x``
+    (without ``copy=True`` a conversion may return ``x`` itself)."""
+    use = """
+        import torch
+        from pkg.table import get_table
+
+        def scaled(n, dtype, scale):
+            had = get_table(n).to(dtype=dtype, copy=True)
+            had *= scale
+            return had
+
+        def sketch(a, n):
+            z = get_table(n).to(a.device, a.dtype, copy=True)
+            torch.matmul(a, a, out=z)
+            return z
+    """
+    # In one module (the module model) and across two (the project summaries).
+    assert codes(COPIED + use.replace("from pkg.table import get_table", "")) == [(7, "IM005")]
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/table.py": COPIED, "pkg/use.py": use})
+    assert _check(tmp_path) == [("table.py", 7, "IM005", "warning")]
+    no_copy = use.replace(", copy=True", "")
+    assert codes(COPIED + no_copy.replace("from pkg.table import get_table", "")) == [(7, "IM001")]
+    _tree(tmp_path, {"pkg/use.py": no_copy})
+    assert _check(tmp_path) == [("table.py", 7, "IM001", "error")]
