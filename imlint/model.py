@@ -205,7 +205,41 @@ def _module_index(collector: Collector, facts: FileFacts) -> ModuleIndex:
         fresh_results=facts.fresh_results,
         derived=frozenset(i for i, site in enumerate(allocations) if site.derived),
         nested={(id(f.parent), f.name): f for f in collector.functions if f.parent is not None},
+        records=_record_classes(collector),
     )
+
+
+def _record_classes(collector: Collector) -> frozenset[str]:
+    """Module-level classes whose instances keep what they are made with: a dataclass, a
+    named tuple, or a class whose ``__init__`` stores a parameter on ``self`` as it is
+    (``Slot(tensor=t)`` kept in a list keeps ``t``)."""
+    out: set[str] = set()
+    imports = collector.imports
+    for c in collector.classes:
+        names = {imports.qualify(d.decorator) or "" for d in c.node.decorators} | {
+            imports.qualify(d.decorator.func) or ""
+            for d in c.node.decorators
+            if isinstance(d.decorator, cst.Call)
+        }
+        bases = {imports.qualify(a.value) or "" for a in c.node.bases}
+        keeps = any(
+            f.name == "__init__"
+            and any(
+                s.kind == "attribute"
+                and isinstance(s.value, cst.Name)
+                and s.value.value in f.params
+                and s.target.startswith("self.")
+                for s in f.stores
+            )
+            for f in c.functions
+        )
+        if (
+            keeps
+            or names & {"dataclasses.dataclass", "dataclass"}
+            or bases & {"typing.NamedTuple", "NamedTuple"}
+        ):
+            out.add(c.name)
+    return frozenset(out)
 
 
 def _outermost(f: FunctionModel) -> FunctionModel:

@@ -235,6 +235,9 @@ class FunctionAnalysis:
                 elif isinstance(func, cst.Name) and func.value in KEEPING_BUILTINS:
                     if not self.f.is_local(func.value):  # ``tuple(t.clone() for t in ts)``
                         stack.extend(a.value for a in e.args)
+                elif isinstance(func, cst.Name) and func.value in self.index.records:
+                    if not self.f.is_local(func.value):  # ``Slot(tensor=t)`` keeps ``t``
+                        stack.extend(a.value for a in e.args)
             elif isinstance(e, cst.Subscript):
                 if id(e) in self.f.unpacked and isinstance(e.value, cst.Call):
                     # ``a, b = f(x)``: what the call makes, not what its receiver holds
@@ -480,6 +483,8 @@ class ModuleIndex:
     analyses: dict[int, FunctionAnalysis] = field(default_factory=dict)
     #: ``(id(function), name)`` -> a function defined in that function's body
     nested: dict[tuple[int, str], FunctionModel] = field(default_factory=dict)
+    #: names of the module's classes whose instances keep their constructor's arguments
+    records: frozenset[str] = frozenset()
     _returned: dict[int, frozenset[str]] = field(default_factory=dict)
 
     def filled_at_setup(self, qualname: str) -> bool:

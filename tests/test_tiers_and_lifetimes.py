@@ -2128,3 +2128,56 @@ def test_a_conversion_told_to_copy_is_new_storage(tmp_path):
     assert codes(COPIED + no_copy.replace("from pkg.table import get_table", "")) == [(7, "IM001")]
     _tree(tmp_path, {"pkg/use.py": no_copy})
     assert _check(tmp_path) == [("table.py", 7, "IM001", "error")]
+
+
+def test_an_object_that_keeps_its_arguments_keeps_a_tensor_made_for_it():
+    """``self._slots.append(Slot(tensor=t))`` keeps ``t`` when ``Slot`` keeps what it is
+    made with (a dataclass, a named tuple, an ``__init__`` storing a parameter); a class
+    that keeps nothing of it does not."""
+    pool = """
+    import torch
+    from dataclasses import dataclass
+    from typing import NamedTuple
+
+    @dataclass
+    class Slot:
+        tensor: torch.Tensor
+        free: bool = True
+
+    class Pair(NamedTuple):
+        tensor: torch.Tensor
+        n: int
+
+    class Held:
+        def __init__(self, tensor):
+            self.tensor = tensor
+
+    class Sized:
+        def __init__(self, tensor):
+            self.n = tensor.numel()
+
+    class Pool:
+        def __init__(self):
+            self._slots = []
+
+        def get(self, out, n):
+            for slot in self._slots:
+                if slot.free and slot.tensor.numel() >= n:
+                    return slot.tensor[:n]
+            tensor = out.new_empty(n)
+            self._slots.append(WRAP(tensor))
+            return tensor
+
+    _POOL = Pool()
+
+    def use(x):
+        buf = _POOL.get(x, 4)
+        buf.copy_(x)
+    """
+    for wrap, expected in [
+        ("Slot", [(31, "IM001")]),
+        ("Pair", [(31, "IM001")]),
+        ("Held", [(31, "IM001")]),
+        ("Sized", []),
+    ]:
+        assert codes(pool.replace("WRAP", wrap)) == expected, wrap
