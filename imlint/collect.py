@@ -40,14 +40,14 @@ from imlint.walk import walk
 
 
 class Collector(SiteFinder, CallWrites, Bindings, cst.CSTVisitor):
+    local_guards: frozenset[str] = frozenset()  # the module's own (``imlint/guards.py``)
+
     def __init__(
         self, options: AnalysisOptions, positions: Positions, facts: FileFacts = NO_FACTS
     ) -> None:
         super().__init__()
         self.facts = facts
         self.positions = positions
-        #: the module's own guard helpers (``imlint/guards.py``): ``with`` them is guarded
-        self.local_guards: frozenset[str] = frozenset()
         self._top = -1  # index of the module-level statement being visited
         self.options = options
         self.imports = ImportMap()
@@ -101,9 +101,7 @@ class Collector(SiteFinder, CallWrites, Bindings, cst.CSTVisitor):
         q = self.imports.qualify(func)
         if q is None:
             return None
-        if q in self.local_guards or (
-            self.options.extra_guards and name_matches(q, self.options.extra_guards)
-        ):
+        if q in self.local_guards or name_matches(q, self.options.extra_guards):
             return Mode.GUARDED
         if q not in INFERENCE_MODE_NAMES:
             return None

@@ -31,20 +31,10 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from imlint.summary_writes import dotted as _dotted
 from imlint.vocabulary import INFERENCE_MODE_NAMES
 
 _CONTEXT_MANAGERS = frozenset({"contextlib.contextmanager", "contextmanager"})
-
-
-def _dotted(node: ast.expr) -> str | None:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    parts.append(node.id)
-    return ".".join(reversed(parts))
 
 
 def _own_nodes(func: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.AST]:

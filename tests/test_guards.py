@@ -128,20 +128,25 @@ def _function_at(src: str, line: int) -> str:
     return name
 
 
-def test_a_caller_under_a_guard_helper_guards_the_allocating_helper(tmp_path):
-    """The project summary reads the helper too: every caller guards ``make``."""
-    code = textwrap.dedent(
+GUARDED_MODULE = textwrap.dedent(
+    """
+    import contextlib
+    import torch
+
+    _BUF = {}
+
+    @contextlib.contextmanager
+    def no_inference():
+        with torch.inference_mode(False):
+            yield
+    """
+)
+
+
+def test_an_allocation_behind_a_call_under_a_guard_helper_is_guarded(tmp_path):
+    """``buf = make(n)`` under the helper: the call site (IM003) is guarded."""
+    code = GUARDED_MODULE + textwrap.dedent(
         """
-        import contextlib
-        import torch
-
-        _BUF = {}
-
-        @contextlib.contextmanager
-        def no_inference():
-            with torch.inference_mode(False):
-                yield
-
         def make(n):
             return torch.empty(n)
 
@@ -169,18 +174,8 @@ def test_a_caller_under_a_guard_helper_guards_the_allocating_helper(tmp_path):
 
 def test_every_caller_under_a_guard_helper_guards_the_callee(tmp_path):
     """The project summary's regions read the helper: ``_fill``'s only caller guards it."""
-    code = textwrap.dedent(
+    code = GUARDED_MODULE + textwrap.dedent(
         """
-        import contextlib
-        import torch
-
-        _BUF = {}
-
-        @contextlib.contextmanager
-        def no_inference():
-            with torch.inference_mode(False):
-                yield
-
         def _fill(n):
             if n not in _BUF:
                 _BUF[n] = torch.zeros(n)
