@@ -210,34 +210,29 @@ def _module_index(collector: Collector, facts: FileFacts) -> ModuleIndex:
 
 
 def _record_classes(collector: Collector) -> frozenset[str]:
-    """Module-level classes whose instances keep what they are made with: a dataclass, a
-    named tuple, or a class whose ``__init__`` stores a parameter on ``self`` as it is
-    (``Slot(tensor=t)`` kept in a list keeps ``t``)."""
+    """Module-level classes whose instances keep what they are made with, as the project
+    summary reads constructors (``project._fields``, ``DefSummary.pattrs``): an ``__init__``
+    that stores a parameter on ``self`` as it is, or no ``__init__`` and annotated fields
+    (a generated constructor: a dataclass, a named tuple). ``Slot(tensor=t)`` kept in a
+    list keeps ``t``."""
     out: set[str] = set()
-    imports = collector.imports
     for c in collector.classes:
-        names = {imports.qualify(d.decorator) or "" for d in c.node.decorators} | {
-            imports.qualify(d.decorator.func) or ""
-            for d in c.node.decorators
-            if isinstance(d.decorator, cst.Call)
-        }
-        bases = {imports.qualify(a.value) or "" for a in c.node.bases}
-        keeps = any(
-            f.name == "__init__"
-            and any(
+        init = next((f for f in c.functions if f.name == "__init__"), None)
+        if init is None:
+            keeps = any(
+                isinstance(line, cst.SimpleStatementLine)
+                and any(isinstance(small, cst.AnnAssign) for small in line.body)
+                for line in c.node.body.body
+            )
+        else:
+            keeps = any(
                 s.kind == "attribute"
                 and isinstance(s.value, cst.Name)
-                and s.value.value in f.params
+                and s.value.value in init.params
                 and s.target.startswith("self.")
-                for s in f.stores
+                for s in init.stores
             )
-            for f in c.functions
-        )
-        if (
-            keeps
-            or names & {"dataclasses.dataclass", "dataclass"}
-            or bases & {"typing.NamedTuple", "NamedTuple"}
-        ):
+        if keeps:
             out.add(c.name)
     return frozenset(out)
 
