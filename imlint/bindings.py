@@ -173,6 +173,7 @@ class Bindings:
             name = target.value
             if value is not None:
                 f.defs.setdefault(name, []).append(value)
+                f.def_at[id(value)] = (self._next(), self._snapshot())
             else:
                 f.other_bound.add(name)
             if name in f.globals:

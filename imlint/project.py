@@ -59,7 +59,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 40
+SUMMARY_VERSION = 41
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -233,6 +233,9 @@ class _Scope:
     params: set[str]
     class_bound: bool = False  # a class method: ``self_name`` is the class (a global)
     assigned: dict[str, list[ast.expr]] = field(default_factory=dict)
+    #: id of a value in ``assigned`` -> the blocks its plain assignment is in
+    #: (``WriteFacts._local_values``)
+    assigned_in: dict[int, tuple[tuple[int, str], ...]] = field(default_factory=dict)
     returns: list[tuple[ast.expr, str, int]] = field(default_factory=list)
     keeps: list[tuple[str, ast.expr, str, int]] = field(default_factory=list)
     #: (store text, value, region) of stores into storage that outlives the call
@@ -276,6 +279,8 @@ class _FastVisitor:
     and no descent into leaves or annotations (this walk is over every checked file)."""
 
     _table: dict[type, str]
+    #: the statement lists the walk is in, outermost first: (id(node), field)
+    blocks: tuple[tuple[int, str], ...] = ()
 
     def __init_subclass__(cls) -> None:
         cls._table = {
@@ -298,9 +303,14 @@ class _FastVisitor:
                 continue
             value = getattr(node, field_name, None)
             if isinstance(value, list):
+                block = bool(value) and isinstance(value[0], ast.stmt)
+                if block:  # a body: code in it runs only once the walk's blocks are entered
+                    self.blocks = (*self.blocks, (id(node), field_name))
                 for item in value:
                     if isinstance(item, ast.AST) and not isinstance(item, _LEAVES):
                         visit(item)
+                if block:
+                    self.blocks = self.blocks[:-1]
             elif isinstance(value, ast.AST) and not isinstance(value, _LEAVES):
                 visit(value)
 

@@ -68,6 +68,12 @@ class Frame:
 Frames = tuple[Frame, ...]
 
 
+def is_prefix(prefix: Frames, frames: Frames) -> bool:
+    """Whether ``frames`` lie inside ``prefix``: code there runs only after entering every
+    block of ``prefix``."""
+    return len(prefix) <= len(frames) and all(a is b for a, b in zip(prefix, frames, strict=False))
+
+
 @dataclass(eq=False)
 class ClassModel:
     name: str
@@ -258,6 +264,9 @@ class FunctionModel:
     #: the ``nonlocal`` ones among ``globals``: locals of the enclosing call
     nonlocals: set[str] = field(default_factory=set)
     defs: dict[str, list[cst.BaseExpression]] = field(default_factory=dict)
+    #: id of a value in ``defs`` -> (order, frames) of the plain assignment that binds it
+    #: (``reaching``); loop targets and unpacked items have none and always reach
+    def_at: dict[int, tuple[int, Frames]] = field(default_factory=dict)
     other_bound: set[str] = field(default_factory=set)  # for/with/except/import targets
     fresh_texts: dict[str, int] = field(default_factory=dict)  # target text -> order of fresh store
     #: id of the ``value[i]`` a tuple target's name is bound to (``a, b = f(x)``) -> i:
@@ -277,6 +286,25 @@ class FunctionModel:
     @property
     def is_constructor(self) -> bool:
         return self.cls is not None and self.name in CONSTRUCTORS and self.self_name is not None
+
+    def reaching(self, name: str, at: tuple[int, Frames] | None) -> list[cst.BaseExpression]:
+        """The definitions of local ``name`` that can reach code at ``at`` (its order and
+        frames): the last plain assignment before it in a block that holds it (every path
+        to it runs that assignment: ``z = self._buf.view(n)`` then ``z = shift(z)``) and
+        whatever comes after that one (in branches, or later in a loop). All of them
+        without ``at``."""
+        defs = self.defs.get(name, [])
+        if at is None or len(defs) < 2:
+            return defs
+        order, frames = at
+        last = -1
+        for v in defs:
+            pos = self.def_at.get(id(v))
+            if pos is not None and last < pos[0] < order and is_prefix(pos[1], frames):
+                last = pos[0]
+        if last < 0:
+            return defs
+        return [v for v in defs if (pos := self.def_at.get(id(v))) is None or pos[0] >= last]
 
     def is_local(self, name: str) -> bool:
         return name not in self.globals and (

@@ -15,11 +15,11 @@ from imlint.semantic import (
     AllocationSite,
     EarlyExit,
     Frame,
-    Frames,
     FunctionModel,
     Mode,
     Store,
     frames_mode,
+    is_prefix,
 )
 from imlint.values import ITEMS, FunctionAnalysis, is_none
 from imlint.walk import walk
@@ -248,10 +248,6 @@ def literal_key(store: Store) -> bool:
         return False
     key = store.target[len(store.container) + 1 : -1]
     return key[:1] in ("'", '"') or key.isdigit()
-
-
-def is_prefix(prefix: Frames, frames: Frames) -> bool:
-    return len(prefix) <= len(frames) and all(a is b for a, b in zip(prefix, frames, strict=False))
 
 
 def site_mode(site: AllocationSite) -> Mode:

@@ -62,6 +62,7 @@ class StoreFacts:
 
     if TYPE_CHECKING:
         scopes: list[_Scope]
+        blocks: tuple[tuple[int, str], ...]
         classes: list[str | None]
         instances: dict[str, str]
         region: str
@@ -158,6 +159,7 @@ class StoreFacts:
                             ctor = "self"  # ``obj = cls(...)`` in a class method
                         scope.summary.types[target.id] = ctor
                 scope.assigned.setdefault(target.id, []).append(value)
+                scope.assigned_in[id(value)] = self.blocks
                 if self._names_factory(value):
                     self.may_allocate = True  # ``factory = torch.empty``, then ``factory(n)``
             else:
@@ -191,9 +193,10 @@ class StoreFacts:
             self._assign(target.value, None, line)
         elif isinstance(target, (ast.Attribute, ast.Subscript)) and value is not None:
             root = self._root(target)
-            if isinstance(target, ast.Subscript) and root in scope.params:
-                if not _string_key(target):
+            if isinstance(target, ast.Subscript) and not _string_key(target):
+                if root in scope.params:
                     scope.pwrites.add((root, self.torch_write(scope)))
+                self._result_written(target.value, scope)  # ``z = get(n); z[i] = x``
             if root is not None:
                 into = self._kept_into(root, scope)
                 attr = item_attr(target.value, scope) if isinstance(target, ast.Subscript) else None
@@ -247,7 +250,16 @@ class StoreFacts:
         root = _handle_root(node.target)
         if root in scope.params:
             scope.pwrites.add((root, self.torch_write(scope)))
+        target = node.target
+        if not (isinstance(target, ast.Subscript) and _string_key(target)):
+            self._result_written(target, scope)  # ``z = get(n); z += x``
         self.generic_visit(node)
+
+    def _result_written(self, handle: ast.expr, scope: _Scope) -> None:
+        """A torch write into what ``handle`` names, recorded for the results of calls
+        it names (``FileSummary.rwrites``): the callee's cache is written."""
+        for made, key in self._results_in(handle, scope):
+            scope.rwrites.add((made, self.torch_write(scope), key))
 
     def visit_Delete(self, node: ast.Delete) -> None:
         scope = self.scopes[-1]

@@ -26,6 +26,7 @@ class WriteFacts:
 
     defs: dict[str, DefSummary]
     scopes: list[_Scope]
+    blocks: tuple[tuple[int, str], ...]
     region: str  # ``inference``, ``guarded`` or "": the ``with`` block the walk is in
 
     if TYPE_CHECKING:
@@ -169,12 +170,27 @@ class WriteFacts:
                 break
             if name in sc.params or name in sc.globals:
                 return []
-            values = [*sc.assigned.get(name, ()), *sc.unpacked.get(name, ())]
+            values = [*self._reaching(sc, name), *sc.unpacked.get(name, ())]
             # what is stored into a local container: ``extra["c"] = get(n)``
             values += [v for v, into in sc.kept if into == f"local:{name}"]
             if values:
                 return values
         return []
+
+    def _reaching(self, scope: _Scope, name: str) -> list[ast.expr]:
+        """The values of ``name`` bound so far that reach the walk's current place: the
+        last plain assignment in a block that holds this place (every path here runs
+        it) and any after it; all of them in an enclosing function (a closure runs
+        later)."""
+        values = scope.assigned.get(name, [])
+        if len(values) < 2 or scope is not self.scopes[-1]:
+            return values
+        here = self.blocks
+        for i in range(len(values) - 1, -1, -1):
+            blocks = scope.assigned_in.get(id(values[i]))
+            if blocks is not None and here[: len(blocks)] == blocks:
+                return values[i:]
+        return values
 
 
 def dotted(node: ast.expr) -> str | None:

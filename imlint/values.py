@@ -19,7 +19,7 @@ from imlint.names import (
     passes_copy,
     string_value,
 )
-from imlint.semantic import FunctionModel
+from imlint.semantic import Frames, FunctionModel
 from imlint.vocabulary import NON_TENSOR_METHODS
 from imlint.walk import walk
 
@@ -276,11 +276,18 @@ class FunctionAnalysis:
 
     # -- handles: which storages an expression aliases
 
-    def tokens(self, expr: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> set[str]:
+    def tokens(
+        self,
+        expr: cst.BaseExpression,
+        seen: frozenset[str] = frozenset(),
+        at: tuple[int, Frames] | None = None,
+    ) -> set[str]:
         """The storages an expression may alias: ``store:<text>`` for storage named by
         its text, ``alloc:<site>`` for an allocation's own result. A dict literal's
         entries are tagged with their key (``@<key>>``); an entry read with a constant key
-        from anything else is that storage's entry (``<token>|<key>``)."""
+        from anything else is that storage's entry (``<token>|<key>``). ``at`` (order and
+        frames of the code that reads ``expr``) keeps a local's definitions to those
+        that reach it (``FunctionModel.reaching``)."""
         f = self.f
         out: set[str] = set()
         stack: list[cst.BaseExpression] = [expr]
@@ -291,8 +298,8 @@ class FunctionAnalysis:
                 if name in seen:
                     continue
                 if f.is_local(name):
-                    for v in f.defs.get(name, ()):
-                        out |= self.tokens(v, seen | {name})
+                    for v in f.reaching(name, at):
+                        out |= self.tokens(v, seen | {name}, f.def_at.get(id(v)))
                 else:
                     out |= self._free_name(name, seen)
             elif isinstance(e, cst.Attribute):
@@ -306,22 +313,22 @@ class FunctionAnalysis:
                     if isinstance(items, cst.Call):
                         out |= entry(self._call_tokens(items), f"#{position}")
                     else:  # ``a, b = (x[:n] for x in self._bufs)``: of kept storage
-                        out |= entry(self.tokens(items, seen), f"#{position}")
+                        out |= entry(self.tokens(items, seen, at), f"#{position}")
                     continue
                 out.add("store:" + expr_text(e, f.self_name))
                 key = _constant_key(e)
                 if key is None:
                     stack.append(e.value)
                 else:
-                    out |= entry(self.tokens(e.value, seen), key)
+                    out |= entry(self.tokens(e.value, seen, at), key)
             elif isinstance(e, cst.Dict):
                 for el in e.elements:
                     key = string_value(el.key) if isinstance(el, cst.DictElement) else None
-                    inner = self.tokens(el.value, seen)
+                    inner = self.tokens(el.value, seen, at)
                     out |= {f"@{key}>{t}" for t in inner} if key is not None else inner
             elif isinstance(e, cst.Tuple):  # ``return a, b``: items tagged by position
                 for i, item in enumerate(e.elements):
-                    inner = self.tokens(item.value, seen)
+                    inner = self.tokens(item.value, seen, at)
                     starred = isinstance(item, cst.StarredElement)
                     out |= inner if starred else {f"@#{i}>{t}" for t in inner}
             elif isinstance(e, cst.Call):

@@ -79,7 +79,7 @@ class WriteIndex:
         for g in functions:
             ga = analyses[id(g)]
             for w in g.writes:
-                tokens = self.tokens[id(w)] = ga.tokens(w.handle)
+                tokens = self.tokens[id(w)] = ga.tokens(w.handle, at=(w.order, w.frames))
                 entry = (order, g, w)
                 order += 1
                 for t in tokens:

@@ -2181,3 +2181,42 @@ def test_an_object_that_keeps_its_arguments_keeps_a_tensor_made_for_it():
         ("Sized", []),
     ]:
         assert codes(pool.replace("WRAP", wrap)) == expected, wrap
+
+
+def test_a_local_bound_anew_no_longer_names_the_buffer(tmp_path):
+    """``z = self._buf.view(n)`` then ``z = shift(z)``: every path to ``z[0] = x`` runs
+    the second binding, a new tensor, so the write does not reach the buffer; a binding
+    in a branch may not run, so the write may still reach it."""
+    rebound = """
+        import torch
+        from functools import lru_cache
+
+        @lru_cache(maxsize=None)
+        def get_table(n):
+            return torch.zeros(n, n)
+
+        def shift(values, k):
+            return torch.bitwise_right_shift(values, k)
+
+        def use(n, x):
+            z = get_table(n).view(-1)
+            {bind}
+            z[0] = x
+    """
+    one = textwrap.dedent(rebound)
+    branch = "if x:\n                z = shift(z, 2)"
+    assert codes(one.format(bind="z = shift(z, 2)")) == [(7, "IM005")]
+    assert codes(one.format(bind=branch)) == [(7, "IM001")]
+    assert codes(one.format(bind="pass")) == [(7, "IM001")]
+    # Across two modules (the project summaries), an item assignment and ``+=`` included.
+    table, _, use = one.partition("def shift")
+    use = "import torch\nfrom pkg.table import get_table\n\ndef shift" + use
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/table.py": table})
+    for bind, write, code in [
+        ("z = shift(z, 2)", "z[0] = x", "IM005"),
+        (branch, "z[0] = x", "IM001"),
+        ("pass", "z[0] = x", "IM001"),
+        ("pass", "z += x", "IM001"),
+    ]:
+        _tree(tmp_path, {"pkg/use.py": use.format(bind=bind).replace("z[0] = x", write)})
+        assert [c for _p, _l, c, _s in _check(tmp_path)] == [code], (bind, write)
