@@ -55,13 +55,11 @@ class Holders:
     def replaced(self, cls: Target) -> set[str]:
         """Attributes of a class's instances that code other than construction replaces
         unconditionally (``self.forward_metadata = Meta(...)`` each step): what they
-        hold lives until the next replacement, not for the object's life."""
-        return {
-            attr
-            for c in self._h.family(cls)
-            for attr in self._h.unstable.get(c, ())
-            if not attr.endswith("[]")
-        }
+        hold lives until the next replacement, not for the object's life. ``<attr>[]``
+        for a container that such code puts items into without testing it first (a
+        registry of requests, ``self.reqs[rid] = Req(...)``): each item lives until
+        it is taken out, not for the object's life."""
+        return {attr for c in self._h.family(cls) for attr in self._h.unstable.get(c, ())}
 
     def unheld(self, target: Target, params: tuple[str, ...]) -> list[str]:
         """The parameters of ``target`` that are unheld (none when nothing calls it)."""

@@ -59,7 +59,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 41
+SUMMARY_VERSION = 42
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -258,6 +258,8 @@ class _Scope:
     unpacked: dict[str, list[ast.expr]] = field(default_factory=dict)  # a, b = call()
     rebound: set[str] = field(default_factory=set)  # names bound by a loop or unpacking
     rwrites: set[tuple[str, str, str]] = field(default_factory=set)  # (call, kind, key)
+    #: tests of ``if`` blocks that end by leaving (``if self._ws: return self._ws``)
+    exits: list[ast.expr] = field(default_factory=list)
     #: call text -> whether every call by it is a statement whose result is dropped
     dropped: dict[str, bool] = field(default_factory=dict)
     kernel: bool = False  # a Triton kernel (``@triton.jit``): ``tl.store`` writes
@@ -267,6 +269,8 @@ class _Scope:
     global_values: list[tuple[str, ast.expr]] = field(default_factory=list)
 
 
+#: Statements that end a block's run: ``if <test>: return`` guards what follows.
+_EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 #: Nodes with nothing below them that the summary needs (names, constants, operators).
 _LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, ast.unaryop,
            ast.boolop, ast.alias, ast.Pass, ast.Break, ast.Continue)  # fmt: skip
@@ -333,6 +337,9 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         #: the module's own guard helpers (``imlint/guards.py``): ``with`` them is guarded
         self.local_guards: frozenset[str] = frozenset()
         self.cond = 0  # depth of conditional code (if, except, ``or``): lazy stores
+        #: the conditions of that code, innermost last (None: an ``except``, which any
+        #: failed read may enter): what a conditional store tests (``_sets``)
+        self.tests: list[ast.AST | None] = []
         #: the last names of every callable the model treats as an allocator
         self.vocabulary = (
             TORCH_FACTORIES
@@ -541,8 +548,13 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
 
     def _conditional(self, node: ast.AST) -> None:
         self.cond += 1
+        test = getattr(node, "test", node)  # a ``BoolOp`` is its own condition
+        self.tests.append(None if isinstance(node, ast.ExceptHandler) else test)
         self.generic_visit(node)
+        self.tests.pop()
         self.cond -= 1
+        if isinstance(node, ast.If) and node.body and isinstance(node.body[-1], _EXITS):
+            self.scopes[-1].exits.append(node.test)  # what follows runs when it failed
 
     visit_If = _conditional
     visit_IfExp = _conditional

@@ -123,7 +123,9 @@ def _replaced_chain(expr: cst.BaseExpression | None, depth: int, fa: FunctionAna
         if first == "[]" or len(attrs) <= depth:
             return False  # the container attribute itself: emptied now and then
         if len(attrs) >= 2 and attrs[-2] == "[]":
-            return False  # an item of a container on ``self``: a cache's or a registry's
+            # an item of a container on ``self``: a get-or-create cache's lives on, a
+            # registry's (items put without a test of the container) until taken out
+            return len(attrs) > depth + 1 and f"{f.cls.name}|{first}[]" in fa.index.replaced_attrs
         return f"{f.cls.name}|{first}" in fa.index.replaced_attrs
     if expr.value in f.params and not f.defs.get(expr.value):
         return f"{f.qualname}|{expr.value}" in fa.index.unheld_params

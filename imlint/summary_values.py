@@ -49,6 +49,20 @@ def item_attr(container: ast.expr, scope: _Scope) -> str | None:
     return None
 
 
+def _mentions(test: ast.AST, attr: str, scope: _Scope, depth: int = 0) -> bool:
+    """Whether a condition looks at ``self.<attr>``: directly, by ``hasattr`` or
+    ``getattr`` with its name, or through a local bound to something that does."""
+    for n in ast.walk(test):
+        if isinstance(n, ast.Attribute) and n.attr == attr and item_attr(n, scope):
+            return True
+        if isinstance(n, ast.Constant) and n.value == attr:
+            return True  # ``hasattr(self, "_ws")``, ``self.__dict__.get("_ws")``
+        if isinstance(n, ast.Name) and depth < 2 and n.id in scope.assigned:
+            if any(_mentions(v, attr, scope, depth + 1) for v in scope.assigned[n.id]):
+                return True
+    return False
+
+
 def _alternatives(func: ast.expr, scope: _Scope) -> list[ast.expr]:
     """The callables a local names when it is bound only to named ones (``kernel =
     decode if short else prefill``, then ``kernel(q, kv)``): the call runs one of them."""
@@ -72,6 +86,7 @@ class ValueOrigins:
 
     if TYPE_CHECKING:
         cond: int
+        tests: list[ast.AST | None]
         imports: dict[str, str]
         defs: dict[str, DefSummary]
         scopes: list[_Scope]
@@ -242,8 +257,17 @@ class ValueOrigins:
             item, target = True, target.value
         attr = item_attr(target, scope)
         if attr is not None:
-            mark = "?" if self.cond or get_or_create else ""
-            scope.sets.add(f"{mark}{attr}{'[]' if item else ''}")
+            tested = get_or_create or self._tested(attr, scope)
+            scope.sets.add(f"{'?' if tested else ''}{attr}{'[]' if item else ''}")
+
+    def _tested(self, attr: str, scope: _Scope) -> bool:
+        """Whether a store on ``self.<attr>`` waits on a test of it: a condition around
+        it or an earlier ``if ...: return`` that looks at the attribute (``if self._ws
+        is None:``, ``if key not in self._ws:``, ``hasattr(self, "_ws")``), or an
+        ``except`` around it. A store under a test of something else replaces what the
+        attribute held each time it runs."""
+        tests = [*self.tests, *scope.exits]
+        return any(t is None or _mentions(t, attr, scope) for t in tests)
 
     def resolve_names(self) -> None:
         """Once the module is read: the holders named by a free name (``name:<id>``)

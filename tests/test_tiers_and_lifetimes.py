@@ -2220,3 +2220,47 @@ def test_a_local_bound_anew_no_longer_names_the_buffer(tmp_path):
     ]:
         _tree(tmp_path, {"pkg/use.py": use.format(bind=bind).replace("z[0] = x", write)})
         assert [c for _p, _l, c, _s in _check(tmp_path)] == [code], (bind, write)
+
+
+def test_items_of_a_registry_live_per_request_and_a_caches_for_the_process():
+    """Items put into a container on ``self`` under a test of something else (a request
+    registry: ``if ids is not None: self.reqs[rid] = Req(ids)``) live until taken out,
+    so a tensor made lazily on one is not persistent; under a test of the container (a
+    get-or-create cache) or unconditionally by construction, the item lives on."""
+    registry = """
+        import torch
+        from dataclasses import dataclass
+
+        @dataclass
+        class _Scores:
+            ids: torch.Tensor
+            scores: torch.Tensor | None = None
+
+        class Worker:
+            def __init__(self):
+                self.reqs = {}
+
+            def add_request(self, rid, ids):
+                if TEST:
+                    self.reqs[rid] = _Scores(ids)
+
+            def step(self, rids, x):
+                for rid in rids:
+                    req = self.reqs.get(rid)
+                    if req.scores is None:
+                        req.scores = torch.empty_like(req.ids)
+                    req.scores[0] = x
+
+        class Runner:
+            def __init__(self):
+                self.worker = Worker()
+
+            def add(self, rid, ids):
+                self.worker.add_request(rid, ids)
+
+            def run(self, rids, x):
+                self.worker.step(rids, x)
+    """
+    assert codes(registry.replace("TEST", "ids is not None")) == []
+    assert codes(registry.replace("TEST", "rid not in self.reqs")) == [(22, "IM001")]
+    assert codes(registry.replace("TEST", "self.reqs.get(rid) is None")) == [(22, "IM001")]
