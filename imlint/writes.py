@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from imlint.lifetimes import is_test_module
 from imlint.names import expr_text, string_value
 from imlint.rebinding import Rebinding
 from imlint.semantic import (
@@ -412,12 +413,20 @@ def result_writes(index: ProjectIndex) -> dict[Target, dict[str, tuple[str, str]
         if known is None or WRITE_STRENGTH[kind] > WRITE_STRENGTH[known[0]]:
             by_key[key] = (kind, where)
 
+    only = _only_methods(index)
     for s in index.summaries:
         for d in s.defs.values():
             where = f"{d.qual} ({s.path})"
             me = (s.module, d.qual)
             for text, how, key in d.rwrites:
                 target = index.resolve(s, d, text)
+                head = text.split(".", 1)[0]
+                if target is None and "." in text and _opaque(s, head) and "(" not in text:
+                    # ``backend.acquire(n)`` on an object of a type the index cannot
+                    # tell: the one method of the project so named, if its arguments fit
+                    target = only.get(text.rsplit(".", 1)[-1])
+                    if target is not None and not index.accepts(target, d, text):
+                        target = None
                 if target is None:
                     continue
                 if how.startswith("kept:"):
@@ -445,6 +454,26 @@ def result_writes(index: ProjectIndex) -> dict[Target, dict[str, tuple[str, str]
                     if ctext == name:
                         record(handed, key, _rwrite_kind(index, cs, cd, how), where)
     return out
+
+
+def _opaque(s: FileSummary, head: str) -> bool:
+    """A name the module does not bind at its top (a local, a parameter): not a module
+    it imports, nor ``self``/``cls``, whose methods the index resolves by their class."""
+    return head not in s.imports and head not in s.defs and head not in ("self", "cls")
+
+
+def _only_methods(index: ProjectIndex) -> dict[str, Target]:
+    """Method names that exactly one class of the project (tests left out) defines,
+    with that method."""
+    seen: dict[str, Target | None] = {}
+    for s in index.summaries:
+        if is_test_module(s.module):
+            continue
+        for d in s.defs.values():
+            if d.kind == "function" and d.cls and not d.qual.rsplit(".", 1)[-1].startswith("__"):
+                name = d.qual.rsplit(".", 1)[-1]
+                seen[name] = None if name in seen else (s.module, d.qual)
+    return {name: t for name, t in seen.items() if t is not None}
 
 
 def _rwrite_kind(index: ProjectIndex, s: FileSummary, d: DefSummary, how: str) -> str | None:

@@ -2264,3 +2264,35 @@ def test_items_of_a_registry_live_per_request_and_a_caches_for_the_process():
     assert codes(registry.replace("TEST", "ids is not None")) == []
     assert codes(registry.replace("TEST", "rid not in self.reqs")) == [(22, "IM001")]
     assert codes(registry.replace("TEST", "self.reqs.get(rid) is None")) == [(22, "IM001")]
+
+
+def test_callers_write_what_the_only_method_so_named_returns(tmp_path):
+    """``backend.acquire_q_buffer(n)`` on an object whose type the index cannot tell
+    reaches the one method of the project with that name: its caller's write is a write
+    of the buffer it hands back. Two methods so named, and the call reaches neither."""
+    backend = """
+        import torch
+
+        class Backend:
+            def __init__(self):
+                self._q_buf = None
+
+            def acquire_q_buffer(self, n, device):
+                buf = self._q_buf
+                if buf is None or buf.shape[0] < n:
+                    buf = torch.zeros((n, 64), device=device)
+                    self._q_buf = buf
+                return buf[:n]
+    """
+    use = """
+        def forward(layer, batch, q):
+            backend = layer.backends.get(batch.mode)
+            out = backend.acquire_q_buffer(q.shape[0], q.device)
+            out.copy_(q)
+            return out
+    """
+    _tree(tmp_path, {"pkg/__init__.py": "", "pkg/backend.py": backend, "pkg/use.py": use})
+    assert _check(tmp_path) == [("backend.py", 11, "IM001", "error")]
+    other = "class Other:\n    def acquire_q_buffer(self, n, device):\n        return None\n"
+    _tree(tmp_path, {"pkg/other.py": other})
+    assert _check(tmp_path) == [("backend.py", 11, "IM005", "warning")]
