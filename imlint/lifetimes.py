@@ -88,11 +88,68 @@ class Construction:
         self.index = index
         self.per_call = per_call
         self.classes: dict[Target, Target | None] = {}
+        #: a caller as far as it calls only while a parameter is true -> (the caller,
+        #: the parameter): ``(module, "B.init_meta?in_capture")``
+        self.flagged: dict[Target, tuple[Target, str]] = {}
 
     def class_of(self, c: Target) -> Target | None:
         if c not in self.classes:
-            self.classes[c] = _class_of(self.index, c)
+            self.classes[c] = _class_of(self.index, self.flagged.get(c, (c, ""))[0])
         return self.classes[c]
+
+    def _summary(self, t: Target) -> DefSummary | None:
+        s = self.index.modules.get(t[0])
+        return s.defs.get(t[1]) if s is not None else None
+
+    def through_flags(self, callers: list[Target], name: str) -> list[Target]:
+        """Callers that call a function by ``name`` only while one of their parameters
+        is true (``if in_capture: self._init_graph_meta(bs)``) stand for themselves as
+        called with that parameter on (``flag_callers``)."""
+        out: list[Target] = []
+        for c in callers:
+            d = self._summary(c)
+            flag = None
+            if d is not None and d.flagged:
+                flag = next((p for t, p in d.flagged if t.rsplit(".", 1)[-1] == name), None)
+            if flag is None or _is_constructor(c[1]):
+                out.append(c)
+                continue
+            v = (c[0], f"{c[1]}?{flag}")
+            self.flagged[v] = (c, flag)
+            out.append(v)
+        return out
+
+    def flag_callers(self, v: Target) -> list[Target]:
+        """The callers of a flagged caller (``through_flags``) that may call it with the
+        flag on: not those that pass a false constant, nor those that leave it at a
+        false default."""
+        c, flag = self.flagged[v]
+        d = self._summary(c)
+        name = c[1].rsplit(".", 1)[-1]
+        position = str(d.params.index(flag)) if d is not None and flag in d.params else None
+        falsy = d is not None and flag in d.falsy
+        callers = callers_as_set_up_sees(self.index, c)
+        callers += [k for k, _text in self.index.unresolved_callers(c)]
+        return [k for k in callers if self._turns_on(k, name, flag, position, falsy)]
+
+    def _turns_on(
+        self, caller: Target, name: str, flag: str, position: str | None, falsy: bool
+    ) -> bool:
+        d = self._summary(caller)
+        if d is None or caller == STARTED:
+            return True
+        marks = set()
+        passed = False
+        for text, key, mark in d.flag_args:
+            if text.rsplit(".", 1)[-1] != name:
+                continue
+            if key in (flag, position, "**"):
+                marks.add(mark)
+            elif key == "#" and position is not None:
+                passed = passed or int(mark) < 0 or int(mark) > int(position)
+        if marks:
+            return marks != {"0"}
+        return passed or not falsy
 
     def split(
         self, callers: list[Target], target: Target | None = None
@@ -141,8 +198,8 @@ class Construction:
                 key = (name, bool(d.cls))
                 if key not in by_name:  # calls by name are shared by every function so named
                     sites = index.unresolved_callers(target)
-                    by_name[key] = self.split([c for c, _text in sites])
-                callers = callers_as_set_up_sees(index, target)
+                    by_name[key] = self.split(self.through_flags([c for c, _ in sites], name))
+                callers = self.through_flags(callers_as_set_up_sees(index, target), name)
                 rest, built, constructors = self.split(callers, target)
                 name_rest, name_built, name_constructors = by_name[key]
                 constructors += name_constructors
@@ -154,6 +211,16 @@ class Construction:
                 waiting[target] = (rest, None if takes else built | name_built)
                 if constructors:
                     constructed.add(target)
+        done: set[Target] = set()
+        while len(done) < len(self.flagged):  # the flagged callers found on the way
+            for v in [v for v in self.flagged if v not in done]:
+                done.add(v)
+                c = self.flagged[v][0]
+                callers = self.through_flags(self.flag_callers(v), c[1].rsplit(".", 1)[-1])
+                rest, _built, constructors = self.split(callers, c)
+                waiting[v] = (rest, None)
+                if constructors:
+                    constructed.add(v)
         return waiting, constructed
 
     def solve(self) -> set[Target]:
@@ -186,7 +253,7 @@ class Construction:
                 if target in found and target not in grounded:
                     grounded.add(target)
                     queue.append(target)
-        return grounded
+        return grounded - self.flagged.keys()
 
 
 def _class_of(index: ProjectIndex, function: Target) -> Target | None:

@@ -40,6 +40,7 @@ from imlint.lifetimes import Lifetimes, construction_only
 from imlint.names import imported_from
 from imlint.options import AnalysisOptions
 from imlint.source import quiet_parse
+from imlint.summary_flags import FlagFacts, falsy_defaults, flag_of
 from imlint.summary_stores import StoreFacts
 from imlint.summary_values import ValueOrigins, fixed_calls
 from imlint.summary_writes import BUILTINS as _BUILTINS
@@ -59,7 +60,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 42
+SUMMARY_VERSION = 43
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -144,6 +145,14 @@ class DefSummary:
     #: (``self.indices = indices``): what the class's methods do to the attribute they
     #: do to what the caller handed in (``writes.param_writes``)
     pattrs: list[tuple[str, str]] = field(default_factory=list)
+    #: (call text, parameter): calls made only while that parameter is true (every
+    #: call by the text sits under ``if <parameter>:``), see ``summary_flags.py``
+    flagged: list[tuple[str, str]] = field(default_factory=list)
+    #: (call text, argument position or keyword, "1"/"0"/"?"): what calls hand on that
+    #: may set a flag (``summary_flags.FlagFacts._flag_call``)
+    flag_args: list[tuple[str, str, str]] = field(default_factory=list)
+    #: parameters whose default is a false constant (``in_capture=False``)
+    falsy: list[str] = field(default_factory=list)
 
     def to_data(self) -> tuple[object, ...]:
         return (
@@ -152,6 +161,7 @@ class DefSummary:
             self.pwrites, self.passes, self.results, self.pkept, self.kernel, self.rwrites,
             self.hands, self.sets, self.once, self.keywords, self.fixed, self.fresh,
             self.pitems, self.drops, self.star, self.setup, self.shapes, self.pattrs,
+            self.flagged, self.flag_args, self.falsy,
         )  # fmt: skip
 
     @classmethod
@@ -260,6 +270,9 @@ class _Scope:
     rwrites: set[tuple[str, str, str]] = field(default_factory=set)  # (call, kind, key)
     #: tests of ``if`` blocks that end by leaving (``if self._ws: return self._ws``)
     exits: list[ast.expr] = field(default_factory=list)
+    #: call text -> the parameters whose truth every call by it waits on
+    guards: dict[str, frozenset[str]] = field(default_factory=dict)
+    flag_args: set[tuple[str, str, str]] = field(default_factory=set)
     #: call text -> whether every call by it is a statement whose result is dropped
     dropped: dict[str, bool] = field(default_factory=dict)
     kernel: bool = False  # a Triton kernel (``@triton.jit``): ``tl.store`` writes
@@ -319,7 +332,7 @@ class _FastVisitor:
                 visit(value)
 
 
-class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
+class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, FlagFacts, _FastVisitor):
     """One walk over a module's ``ast`` tree; see :class:`DefSummary` for what it keeps."""
 
     def __init__(self, module: str, is_package: bool, options: AnalysisOptions) -> None:
@@ -340,6 +353,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         #: the conditions of that code, innermost last (None: an ``except``, which any
         #: failed read may enter): what a conditional store tests (``_sets``)
         self.tests: list[ast.AST | None] = []
+        self.flags: list[str] = []  # ``summary_flags.FlagFacts``
         #: the last names of every callable the model treats as an allocator
         self.vocabulary = (
             TORCH_FACTORIES
@@ -500,6 +514,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         keywords += [star.arg for star in (args.vararg, args.kwarg) if star is not None]
         summary.keywords = tuple(keywords)
         summary.star = (args.vararg is not None) + 2 * (args.kwarg is not None)
+        summary.falsy = falsy_defaults(args)
         setup = self.options.setup_functions
         summary.setup = bool(setup) and name_matches(f"{self.module}.{qual}", setup)
         all_params = set(positional) | set(keywords)
@@ -517,9 +532,10 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         self.scopes.append(scope)
         self.classes.append(None)
         saved, self.region = self.region, ""
+        flags, self.flags = self.flags, []
         for stmt in node.body:
             self.visit(stmt)
-        self.region = saved
+        self.region, self.flags = saved, flags
         self.classes.pop()
         self.scopes.pop()
         self._finish(scope)
@@ -556,7 +572,33 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         if isinstance(node, ast.If) and node.body and isinstance(node.body[-1], _EXITS):
             self.scopes[-1].exits.append(node.test)  # what follows runs when it failed
 
-    visit_If = _conditional
+    def visit_If(self, node: ast.If) -> None:
+        """A condition whose body runs only while a parameter is true (``if in_capture:``)
+        guards the calls there (``summary_flags.py``); its ``else`` does not."""
+        flag = flag_of(node.test, self.scopes[-1].params)
+        if flag is None:
+            self._conditional(node)
+            return
+        self.cond += 1
+        self.tests.append(node.test)
+        self.visit(node.test)
+        self.flags.append(flag)
+        self._body(node, "body", node.body)
+        self.flags.pop()
+        self._body(node, "orelse", node.orelse)
+        self.tests.pop()
+        self.cond -= 1
+        if node.body and isinstance(node.body[-1], _EXITS):
+            self.scopes[-1].exits.append(node.test)
+
+    def _body(self, node: ast.AST, name: str, body: list[ast.stmt]) -> None:
+        if not body:
+            return
+        self.blocks = (*self.blocks, (id(node), name))
+        for stmt in body:
+            self.visit(stmt)
+        self.blocks = self.blocks[:-1]
+
     visit_IfExp = _conditional
     visit_BoolOp = _conditional
     visit_ExceptHandler = _conditional
@@ -611,6 +653,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
                 _merge_shape(node, callee, scope)  # a method call the index may not resolve
             if head not in _BUILTINS or head in self.imports or head in self.defs:
                 scope.calls.add((callee, self.region))
+                self._flag_call(node, callee, scope)
         if self.qualify(text) == "threading.Thread":
             # ``Thread(target=self._run)``: the target runs in a new thread, where
             # inference mode is off (it is per thread), whatever mode starts it.
@@ -656,6 +699,8 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, _FastVisitor):
         s.sets = sorted(scope.sets)
         s.drops = sorted(scope.drops)
         s.pattrs = sorted(scope.pattrs)
+        s.flagged = sorted((text, p) for text, ps in scope.guards.items() for p in ps)
+        s.flag_args = sorted(scope.flag_args)
         s.shapes = [
             (text, n, tuple(sorted(kws))) for text, (n, kws) in sorted(scope.shapes.items())
         ]

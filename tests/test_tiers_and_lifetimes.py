@@ -2296,3 +2296,66 @@ def test_callers_write_what_the_only_method_so_named_returns(tmp_path):
     other = "class Other:\n    def acquire_q_buffer(self, n, device):\n        return None\n"
     _tree(tmp_path, {"pkg/other.py": other})
     assert _check(tmp_path) == [("backend.py", 11, "IM005", "warning")]
+
+
+def test_set_up_follows_a_call_made_only_while_a_flag_is_on(tmp_path):
+    """``if in_capture: self._init_graph_meta(bs)``: the metadata is made only by the
+    callers that turn ``in_capture`` on; when those run only while the graph runner is
+    built, it is set-up, not a lazy buffer. A caller that may turn it on while serving
+    (a true constant, a value not known, a default that is not false) makes it lazy."""
+    backend = """
+        import torch
+
+        class Backend:
+            def __init__(self):
+                self.graph_meta = {}
+
+            def _init_graph_meta(self, bs, device):
+                if bs not in self.graph_meta:
+                    self.graph_meta[bs] = torch.zeros(bs, device=device)
+
+            def init_meta(self, batch, in_capture=DEFAULT):
+                if in_capture:
+                    self._init_graph_meta(batch.bs, batch.device)
+                self.graph_meta[batch.bs].copy_(batch.seq)
+    """
+    runner = """
+        from pkg.backend import Backend
+
+        class GraphRunner:
+            def __init__(self, backend):
+                self.backend = backend
+                self.capture()
+
+            def capture(self):
+                for bs in (1, 2):
+                    self.backend.init_meta(make_batch(bs), in_capture=True)
+
+            def replay(self, batch, capturing):
+                self.backend.init_meta(REPLAY)
+
+        def make_batch(bs):
+            return None
+
+        def serve(batch):
+            GraphRunner(Backend()).replay(batch, False)
+    """
+    _tree(tmp_path, {"pkg/__init__.py": ""})
+    lazy = [("backend.py", 10, "IM001", "error")]
+    for default, replay, expected in [
+        ("False", "batch", []),
+        ("False", "batch, False", []),
+        ("False", "batch, in_capture=False", []),
+        ("False", "batch, True", lazy),
+        ("False", "batch, in_capture=capturing", lazy),
+        ("None", "batch", []),
+        ("True", "batch", lazy),
+    ]:
+        _tree(
+            tmp_path,
+            {
+                "pkg/backend.py": backend.replace("DEFAULT", default),
+                "pkg/runner.py": runner.replace("REPLAY", replay),
+            },
+        )
+        assert _check(tmp_path) == expected, (default, replay)

@@ -1,0 +1,80 @@
+"""What a function's summary records about flags (``imlint/project.py``): the calls it
+makes only while one of its parameters is true (``if in_capture: self._init_graph_meta(bs)``)
+and the constant flags it hands its callees (``backend.init_meta(fb, in_capture=True)``),
+so that set-up can follow a call only along the callers that turn the flag on
+(``lifetimes.Construction``)."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from imlint.project import _Scope
+
+
+def flag_of(test: ast.expr, params: set[str]) -> str | None:
+    """The parameter whose truth a condition requires: ``if in_capture:`` or ``if
+    in_capture and bs > 0:``."""
+    if isinstance(test, ast.Name) and test.id in params:
+        return test.id
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        for value in test.values:
+            if isinstance(value, ast.Name) and value.id in params:
+                return value.id
+    return None
+
+
+def truth(node: ast.expr) -> bool | None:
+    """The truth of a constant (``True``, ``False``, ``None``, ``0``), None otherwise."""
+    if isinstance(node, ast.Constant) and (node.value is None or type(node.value) in (bool, int)):
+        return bool(node.value)
+    return None
+
+
+def falsy_defaults(args: ast.arguments) -> list[str]:
+    """The parameters whose default is a false constant (``in_capture: bool = False``)."""
+    positional = [*args.posonlyargs, *args.args]
+    pairs = list(
+        zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)
+    )
+    kw = zip(args.kwonlyargs, args.kw_defaults, strict=True)
+    pairs += [(a, d) for a, d in kw if d is not None]
+    return [a.arg for a, d in pairs if truth(d) is False]
+
+
+class FlagFacts:
+    """A mixin of the project summarizer (``imlint.project._Summarizer``)."""
+
+    #: the parameters whose truth the code being walked requires, innermost last
+    flags: list[str]
+    scopes: list[_Scope]
+
+    def _flag_call(self, node: ast.Call, callee: str, scope: _Scope) -> None:
+        """Record which flags guard a call by ``callee`` (every call by the text) and
+        what it hands on that may set one: constant positional arguments, how many
+        positional arguments it passes (``#``), and every keyword (``?`` when not a
+        constant; ``**`` for a splatted mapping)."""
+        active = frozenset(self.flags) if scope.summary.kind == "function" else frozenset()
+        known = scope.guards.get(callee)
+        scope.guards[callee] = active if known is None else known & active
+        count = 0
+        for i, arg in enumerate(node.args):
+            if isinstance(arg, ast.Starred):
+                count = -1  # any number of them
+                break
+            count += 1
+            value = truth(arg)
+            if value is not None:
+                scope.flag_args.add((callee, str(i), _mark(value)))
+        scope.flag_args.add((callee, "#", str(count)))
+        for kw in node.keywords:
+            if kw.arg is None:
+                scope.flag_args.add((callee, "**", "?"))
+            else:
+                value = truth(kw.value)
+                scope.flag_args.add((callee, kw.arg, "?" if value is None else _mark(value)))
+
+
+def _mark(value: bool) -> str:
+    return "1" if value else "0"
