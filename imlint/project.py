@@ -40,7 +40,7 @@ from imlint.lifetimes import Lifetimes, construction_only
 from imlint.names import imported_from
 from imlint.options import AnalysisOptions
 from imlint.source import quiet_parse
-from imlint.summary_flags import FlagFacts, falsy_defaults, flag_of
+from imlint.summary_flags import FlagFacts, falsy_defaults
 from imlint.summary_stores import StoreFacts
 from imlint.summary_values import ValueOrigins, fixed_calls
 from imlint.summary_writes import BUILTINS as _BUILTINS
@@ -282,8 +282,6 @@ class _Scope:
     global_values: list[tuple[str, ast.expr]] = field(default_factory=list)
 
 
-#: Statements that end a block's run: ``if <test>: return`` guards what follows.
-_EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 #: Nodes with nothing below them that the summary needs (names, constants, operators).
 _LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, ast.unaryop,
            ast.boolop, ast.alias, ast.Pass, ast.Break, ast.Continue)  # fmt: skip
@@ -561,48 +559,6 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, FlagFacts, _FastVisitor)
         for stmt in node.body:
             self.visit(stmt)
         self.classes.pop()
-
-    def _conditional(self, node: ast.AST) -> None:
-        self.cond += 1
-        test = getattr(node, "test", node)  # a ``BoolOp`` is its own condition
-        self.tests.append(None if isinstance(node, ast.ExceptHandler) else test)
-        self.generic_visit(node)
-        self.tests.pop()
-        self.cond -= 1
-        if isinstance(node, ast.If) and node.body and isinstance(node.body[-1], _EXITS):
-            self.scopes[-1].exits.append(node.test)  # what follows runs when it failed
-
-    def visit_If(self, node: ast.If) -> None:
-        """A condition whose body runs only while a parameter is true (``if in_capture:``)
-        guards the calls there (``summary_flags.py``); its ``else`` does not."""
-        flag = flag_of(node.test, self.scopes[-1].params)
-        if flag is None:
-            self._conditional(node)
-            return
-        self.cond += 1
-        self.tests.append(node.test)
-        self.visit(node.test)
-        self.flags.append(flag)
-        self._body(node, "body", node.body)
-        self.flags.pop()
-        self._body(node, "orelse", node.orelse)
-        self.tests.pop()
-        self.cond -= 1
-        if node.body and isinstance(node.body[-1], _EXITS):
-            self.scopes[-1].exits.append(node.test)
-
-    def _body(self, node: ast.AST, name: str, body: list[ast.stmt]) -> None:
-        if not body:
-            return
-        self.blocks = (*self.blocks, (id(node), name))
-        for stmt in body:
-            self.visit(stmt)
-        self.blocks = self.blocks[:-1]
-
-    visit_IfExp = _conditional
-    visit_BoolOp = _conditional
-    visit_ExceptHandler = _conditional
-    visit_While = _conditional
 
     def visit_Lambda(self, node: ast.Lambda) -> None:
         self.visit(node.body)  # calls in a lambda are made by its scope, later

@@ -1,7 +1,9 @@
-"""What a function's summary records about flags (``imlint/project.py``): the calls it
-makes only while one of its parameters is true (``if in_capture: self._init_graph_meta(bs)``)
-and the constant flags it hands its callees (``backend.init_meta(fb, in_capture=True)``),
-so that set-up can follow a call only along the callers that turn the flag on
+"""What a function's summary records about conditions and flags (``imlint/project.py``):
+how deep the walk is in conditional code and what it tests (a store there is a
+get-or-create only when it tests what it fills), the calls a function makes only while
+one of its parameters is true (``if in_capture: self._init_graph_meta(bs)``) and the
+constant flags it hands its callees (``backend.init_meta(fb, in_capture=True)``), so
+that set-up can follow a call only along the callers that turn the flag on
 (``lifetimes.Construction``)."""
 
 from __future__ import annotations
@@ -43,12 +45,67 @@ def falsy_defaults(args: ast.arguments) -> list[str]:
     return [a.arg for a, d in pairs if truth(d) is False]
 
 
+#: Statements that end a block's run: ``if <test>: return`` guards what follows.
+_EXITS = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
 class FlagFacts:
     """A mixin of the project summarizer (``imlint.project._Summarizer``)."""
 
     #: the parameters whose truth the code being walked requires, innermost last
     flags: list[str]
     scopes: list[_Scope]
+    cond: int
+    tests: list[ast.AST | None]
+    blocks: tuple[tuple[int, str], ...]
+
+    if TYPE_CHECKING:
+
+        def visit(self, node: ast.AST) -> None: ...
+
+        def generic_visit(self, node: ast.AST) -> None: ...
+
+    def _conditional(self, node: ast.AST) -> None:
+        self.cond += 1
+        test = getattr(node, "test", node)  # a ``BoolOp`` is its own condition
+        self.tests.append(None if isinstance(node, ast.ExceptHandler) else test)
+        self.generic_visit(node)
+        self.tests.pop()
+        self.cond -= 1
+        if isinstance(node, ast.If) and node.body and isinstance(node.body[-1], _EXITS):
+            self.scopes[-1].exits.append(node.test)  # what follows runs when it failed
+
+    def visit_If(self, node: ast.If) -> None:
+        """A condition whose body runs only while a parameter is true (``if in_capture:``)
+        guards the calls there; its ``else`` does not."""
+        flag = flag_of(node.test, self.scopes[-1].params)
+        if flag is None:
+            self._conditional(node)
+            return
+        self.cond += 1
+        self.tests.append(node.test)
+        self.visit(node.test)
+        self.flags.append(flag)
+        self._body(node, "body", node.body)
+        self.flags.pop()
+        self._body(node, "orelse", node.orelse)
+        self.tests.pop()
+        self.cond -= 1
+        if node.body and isinstance(node.body[-1], _EXITS):
+            self.scopes[-1].exits.append(node.test)
+
+    def _body(self, node: ast.AST, name: str, body: list[ast.stmt]) -> None:
+        if not body:
+            return
+        self.blocks = (*self.blocks, (id(node), name))
+        for stmt in body:
+            self.visit(stmt)
+        self.blocks = self.blocks[:-1]
+
+    visit_IfExp = _conditional
+    visit_BoolOp = _conditional
+    visit_ExceptHandler = _conditional
+    visit_While = _conditional
 
     def _flag_call(self, node: ast.Call, callee: str, scope: _Scope) -> None:
         """Record which flags guard a call by ``callee`` (every call by the text) and
