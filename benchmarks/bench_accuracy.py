@@ -104,6 +104,15 @@ TREES: dict[str, tuple[str, str, str]] = {
     "gptqmodel-7.7.0": ("gptqmodel", "7.7.0", "gptqmodel"),
     "transformers-5.25.0": ("transformers", "5.25.0", "transformers"),
     "diffusers-0.42.1": ("diffusers", "0.42.1", "diffusers"),
+    # never tuned on, sampled fresh (fresh18): AWQ's quantized inference with fused
+    # modules and their caches, half-quadratic quantization, Mistral's reference
+    # inference, a model-serving platform, and DeepSpeed (its inference engine's
+    # workspaces)
+    "autoawq-0.2.9": ("autoawq", "0.2.9", "awq"),
+    "hqq-0.2.8.post1": ("hqq", "0.2.8.post1", "hqq"),
+    "mistral-inference-1.6.0": ("mistral-inference", "1.6.0", "mistral_inference"),
+    "xinference-4.1.0": ("xinference", "4.1.0", "xinference"),
+    "deepspeed-0.19.8": ("deepspeed", "0.19.8", "deepspeed"),
     SEED_TREE: ("sglang", "0.5.18", "sglang"),
 }
 SCORED = ("sglang-0.5.23", "vllm-0.33.0", "lmdeploy-0.18.0")
@@ -134,6 +143,11 @@ ALIASES = {
     "gptqmodel": "gptqmodel-7.7.0",
     "transformers": "transformers-5.25.0",
     "diffusers": "diffusers-0.42.1",
+    "autoawq": "autoawq-0.2.9",
+    "hqq": "hqq-0.2.8.post1",
+    "mistral-inference": "mistral-inference-1.6.0",
+    "xinference": "xinference-4.1.0",
+    "deepspeed": "deepspeed-0.19.8",
 }
 VERDICTS = {"tp": "TP", "fp": "FP", "unsure": "unsure"}
 IM003_BY_CATEGORY = {"torch-write": "error", "kernel-write": "warning"}

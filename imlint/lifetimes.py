@@ -119,10 +119,10 @@ class Construction:
             out.append(v)
         return out
 
-    def flag_callers(self, v: Target) -> list[Target]:
+    def flag_callers(self, v: Target) -> list[Target] | None:
         """The callers of a flagged caller (``through_flags``) that may call it with the
         flag on: not those that pass a false constant, nor those that leave it at a
-        false default."""
+        false default. None when nothing (but tests) calls it."""
         c, flag = self.flagged[v]
         d = self._summary(c)
         name = c[1].rsplit(".", 1)[-1]
@@ -130,14 +130,39 @@ class Construction:
         falsy = d is not None and flag in d.falsy
         callers = callers_as_set_up_sees(self.index, c)
         callers += [k for k, _text in self.index.unresolved_callers(c)]
-        return [k for k in callers if self._turns_on(k, name, flag, position, falsy)]
+        callers = [k for k in callers if not is_test_module(k[0])]
+        if not callers:
+            return None
+        out: list[Target] = []
+        for k in callers:
+            on = self._turns_on(k, name, flag, position, falsy)
+            if isinstance(on, str):  # hands on its own flag: as called with that one on
+                on, k = True, (k[0], f"{k[1]}?{on}")
+                self.flagged.setdefault(k, ((k[0], k[1].rsplit("?", 1)[0]), k[1].rsplit("?", 1)[1]))
+            if on:
+                out.append(k)
+        return out
 
     def _turns_on(
         self, caller: Target, name: str, flag: str, position: str | None, falsy: bool
-    ) -> bool:
+    ) -> bool | str:
+        """Whether a caller may call ``name`` with ``flag`` on: a parameter of its own
+        when it hands that on (``in_capture=in_capture``) and nothing else."""
         d = self._summary(caller)
         if d is None or caller == STARTED:
             return True
+        handed = {
+            p
+            for text, key, p in d.passes
+            if text.rsplit(".", 1)[-1] == name and key in (flag, position)
+        }
+        if len(handed) == 1 and not _is_constructor(caller[1]):
+            own = handed.pop()
+            if not any(
+                t.rsplit(".", 1)[-1] == name and k in (flag, position) and m != "?"
+                for t, k, m in d.flag_args
+            ):
+                return own
         marks = set()
         passed = False
         for text, key, mark in d.flag_args:
@@ -182,7 +207,7 @@ class Construction:
         """Every function something calls, with its callers split, and those that some
         constructor of a long-lived object calls."""
         index = self.index
-        by_name: dict[tuple[str, bool], tuple[list[Target], set[Target], int]] = {}
+        by_name: dict[tuple[object, ...], tuple[list[Target], set[Target], int]] = {}
         waiting: _Waiting = {}
         constructed: set[Target] = set()
         for s in index.summaries:
@@ -195,10 +220,15 @@ class Construction:
                     constructed.add(target)
                     continue
                 name = d.qual.rsplit(".", 1)[-1]
-                key = (name, bool(d.cls))
-                if key not in by_name:  # calls by name are shared by every function so named
-                    sites = index.unresolved_callers(target)
-                    by_name[key] = self.split(self.through_flags([c for c, _ in sites], name))
+                # calls by name are shared by every function so named and so called
+                key = (name, bool(d.cls), d.params, d.keywords, d.star)
+                if key not in by_name:
+                    sites = [
+                        c
+                        for c, text in index.unresolved_callers(target)
+                        if (cd := self._summary(c)) is None or index.accepts(target, cd, text)
+                    ]
+                    by_name[key] = self.split(self.through_flags(sites, name))
                 callers = self.through_flags(callers_as_set_up_sees(index, target), name)
                 rest, built, constructors = self.split(callers, target)
                 name_rest, name_built, name_constructors = by_name[key]
@@ -216,8 +246,11 @@ class Construction:
             for v in [v for v in self.flagged if v not in done]:
                 done.add(v)
                 c = self.flagged[v][0]
-                callers = self.through_flags(self.flag_callers(v), c[1].rsplit(".", 1)[-1])
-                rest, _built, constructors = self.split(callers, c)
+                on = self.flag_callers(v)
+                if on is None:
+                    continue  # nothing calls it: an entry point, any flag may be on
+                on = self.through_flags(on, c[1].rsplit(".", 1)[-1])
+                rest, _built, constructors = self.split(on, c)
                 waiting[v] = (rest, None)
                 if constructors:
                     constructed.add(v)

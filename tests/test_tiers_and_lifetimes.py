@@ -2338,24 +2338,28 @@ def test_set_up_follows_a_call_made_only_while_a_flag_is_on(tmp_path):
             return None
 
         def serve(batch):
-            GraphRunner(Backend()).replay(batch, False)
+            GraphRunner(Backend()).replay(batch, SERVE)
     """
     _tree(tmp_path, {"pkg/__init__.py": ""})
     lazy = [("backend.py", 10, "IM001", "error")]
-    for default, replay, expected in [
-        ("False", "batch", []),
-        ("False", "batch, False", []),
-        ("False", "batch, in_capture=False", []),
-        ("False", "batch, True", lazy),
-        ("False", "batch, in_capture=capturing", lazy),
-        ("None", "batch", []),
-        ("True", "batch", lazy),
+    # A caller that hands on a flag of its own (``in_capture=capturing``) turns it on
+    # when its own callers turn that one on.
+    for default, replay, serve, expected in [
+        ("False", "batch", "False", []),
+        ("False", "batch, False", "False", []),
+        ("False", "batch, in_capture=False", "False", []),
+        ("False", "batch, True", "False", lazy),
+        ("False", "batch, in_capture=capturing", "False", []),
+        ("False", "batch, in_capture=capturing", "True", lazy),
+        ("False", "batch, in_capture=capturing", "batch.flag", lazy),
+        ("None", "batch", "False", []),
+        ("True", "batch", "False", lazy),
     ]:
         _tree(
             tmp_path,
             {
                 "pkg/backend.py": backend.replace("DEFAULT", default),
-                "pkg/runner.py": runner.replace("REPLAY", replay),
+                "pkg/runner.py": runner.replace("REPLAY", replay).replace("SERVE", serve),
             },
         )
-        assert _check(tmp_path) == expected, (default, replay)
+        assert _check(tmp_path) == expected, (default, replay, serve)
