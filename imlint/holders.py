@@ -14,8 +14,9 @@ from what callers hand it (``DefSummary.hands``):
   unconditionally (``self.forward_metadata = Meta(...)`` each step) holds whatever that
   method made last, not one object for the process;
 - an item of a container on ``self`` (``self.pools.get(dtype)``) unless code other
-  than construction puts items there unconditionally (a registry of per-request
-  objects, ``self.reqs[req_id] = Req(...)``), or an item of any other container;
+  than construction puts items there without testing the container first (a registry
+  of per-request objects, ``self.reqs[req_id] = Req(...)``, under no test or a test of
+  something else), or an item of any other container;
 - a parameter of the caller that holds a long-lived object itself, or any parameter
   of a caller that nothing calls (an entry point: it may be handed anything).
 

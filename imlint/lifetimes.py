@@ -10,9 +10,14 @@ out as evidence: it does not run in the served process.
   lazy site). A class method that makes an instance of its class and returns it is a
   constructor too (``ProjectIndex.alternate_constructor``), and so is a call on an
   object a function makes and returns (a factory: ``ws = Workspace(n); ws.allocate();
-  return ws``, ``ProjectIndex.builds``). Calls by the function's
-  name that the index cannot resolve count as callers. A function without parameters that a class's constructor calls is set up by
-  the time the class's other methods call it.
+  return ws``, ``ProjectIndex.builds``). Calls by the function's name that the index
+  cannot resolve count as callers when their arguments fit. A function without
+  parameters that a class's constructor calls is set up by the time the class's other
+  methods call it. A call made only while a parameter of the
+  caller is true (``if in_capture: self._init_graph_meta(bs)``) is followed only along
+  the callers that may turn it on: not those passing a false constant or leaving a false
+  default; one handing on a flag of its own (``in_capture=in_capture``) is followed
+  along its callers in turn (``summary_flags.py``).
 - **Per-call objects.** Every place that makes an instance of a class (a call of the
   class, ``cls(...)`` in its class methods, a subclass's) is judged by what happens to
   the result there. The instance is *long-lived* when the result is kept in storage
