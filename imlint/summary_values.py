@@ -144,7 +144,11 @@ class ValueOrigins:
             elif isinstance(e, ast.Name):
                 if e.id in seen or e.id in scope.globals:
                     continue
-                for v in scope.assigned.get(e.id, ()):
+                # what it is bound to, and what is stored into it when it is a local
+                # container (``bufs = {}`` then ``bufs["ids"] = torch.zeros(n)``)
+                into = f"local:{e.id}"
+                values = [*scope.assigned.get(e.id, ()), *(v for v, k in scope.kept if k == into)]
+                for v in values:
                     out |= self.refs(v, scope, seen | {e.id})
             elif isinstance(e, (ast.Tuple, ast.List, ast.Set)):
                 stack.extend(e.elts)

@@ -2363,3 +2363,30 @@ def test_set_up_follows_a_call_made_only_while_a_flag_is_on(tmp_path):
             },
         )
         assert _check(tmp_path) == expected, (default, replay, serve)
+
+
+def test_a_getter_returning_a_local_dict_it_filled_returns_its_tensors():
+    """``bufs = dict(); bufs["ids"] = torch.zeros(n); return bufs``: what the getter
+    returns holds the tensors it stored into the dict, as ``return {"ids": ...}`` does."""
+    getter = """
+        import torch
+
+        class Runner:
+            def __init__(self):
+                self.input_buffers = None
+
+            def make_buffers(self, n):
+                BODY
+
+            def capture(self, n):
+                if self.input_buffers is None:
+                    self.input_buffers = self.make_buffers(n)
+    """
+    filled = (
+        'bufs = dict()\n                bufs["ids"] = torch.zeros(n)\n                return bufs'
+    )
+    literal = 'return {"ids": torch.zeros(n)}'
+    empty = "bufs = dict()\n                return bufs"
+    assert codes(getter.replace("BODY", literal)) == [(13, "IM005")]
+    assert codes(getter.replace("BODY", filled)) == [(15, "IM005")]
+    assert codes(getter.replace("BODY", empty)) == []
