@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from imlint.kinds import CONTAINER_METHODS
+from imlint.kinds import AUTOGRAD_SLOTS, CONTAINER_METHODS
 from imlint.names import (
     ImportMap,
     dotted_name,
@@ -203,6 +203,8 @@ class Bindings:
                 self._assign(el.value, v.value if v is not None else None)
         elif isinstance(target, cst.StarredElement):
             self._assign(target.value, None)
+        elif isinstance(target, cst.Attribute) and target.attr.value in AUTOGRAD_SLOTS:
+            return  # ``p.grad = ...``: this step's gradient, not kept storage
         elif isinstance(target, cst.Attribute):
             text = expr_text(target, f.self_name)
             self._store("attribute", text, None, target.value, value)

@@ -116,6 +116,11 @@ STORE_METHODS: dict[str, str] = {
 #: Store kinds that put an item into a container (the container is the store's root).
 CONTAINER_STORE_KINDS = frozenset(STORE_METHODS.values()) - {"register_buffer"}
 
+#: Attributes of a tensor that autograd owns: ``p.grad = torch.zeros_like(p)`` fills the
+#: gradient of this step (the optimizer sets it back to None, or zeroes it, every step),
+#: not a buffer kept for the process. Stores there are not stores into storage.
+AUTOGRAD_SLOTS = frozenset({"grad"})
+
 #: Methods that read an item of a container (``d.get(k)``, ``d.setdefault(k, v)``).
 ITEM_GETTERS = frozenset({"get", "setdefault", "pop", "__getitem__"})
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from imlint.kinds import AUTOGRAD_SLOTS
 from imlint.names import VIEW_METHODS
 from imlint.summary_values import item_attr
 from imlint.summary_writes import dotted as _dotted
@@ -191,6 +192,8 @@ class StoreFacts:
                 self._assign(t, v, line)
         elif isinstance(target, ast.Starred):
             self._assign(target.value, None, line)
+        elif isinstance(target, ast.Attribute) and target.attr in AUTOGRAD_SLOTS:
+            return  # ``p.grad = ...``: this step's gradient, not kept storage
         elif isinstance(target, (ast.Attribute, ast.Subscript)) and value is not None:
             root = self._root(target)
             if isinstance(target, ast.Subscript) and not _string_key(target):

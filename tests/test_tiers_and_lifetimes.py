@@ -2390,3 +2390,27 @@ def test_a_getter_returning_a_local_dict_it_filled_returns_its_tensors():
     assert codes(getter.replace("BODY", literal)) == [(13, "IM005")]
     assert codes(getter.replace("BODY", filled)) == [(15, "IM005")]
     assert codes(getter.replace("BODY", empty)) == []
+
+
+def test_a_gradient_filled_lazily_is_not_a_kept_buffer():
+    """``p.grad = torch.zeros_like(p)`` fills this step's gradient, which autograd and
+    the optimizer own (set back to None or zeroed every step); the optimizer's own state
+    made on first use is a kept buffer."""
+    optimizer = """
+        import torch
+
+        class Opt:
+            def __init__(self, params):
+                self.params = list(params)
+                self.state = {}
+
+            def step(self):
+                for p in self.params:
+                    if p.grad is None:
+                        p.grad = torch.zeros_like(p)
+                    p.grad.add_(1)
+                    if p not in self.state:
+                        self.state[p] = torch.zeros_like(p)
+                    self.state[p].mul_(0.9)
+    """
+    assert codes(optimizer) == [(15, "IM001")]
