@@ -106,17 +106,27 @@ class Construction:
         s = self.index.modules.get(t[0])
         return s.defs.get(t[1]) if s is not None else None
 
-    def through_flags(self, callers: list[Target], name: str) -> list[Target]:
+    def through_flags(
+        self, callers: list[Target], name: str, target: Target | None = None
+    ) -> list[Target]:
         """Callers that call a function by ``name`` only while one of their parameters
         is true (``if in_capture: self._init_graph_meta(bs)``) stand for themselves as
-        called with that parameter on (``flag_callers``)."""
+        called with that parameter on (``flag_callers``). A constructor, or a factory
+        building the object whose method ``target`` is, stays itself: it is set-up
+        whichever way the flag goes."""
         out: list[Target] = []
         for c in callers:
             d = self._summary(c)
             flag = None
             if d is not None and d.flagged:
                 flag = next((p for t, p in d.flagged if t.rsplit(".", 1)[-1] == name), None)
-            if flag is None or _is_constructor(c[1]):
+            builds = target is not None and self.index.building.get((c, target)) is not None
+            if (
+                flag is None
+                or builds
+                or _is_constructor(c[1])
+                or self.index.alternate_constructor(c)
+            ):
                 out.append(c)
                 continue
             v = (c[0], f"{c[1]}?{flag}")
@@ -234,7 +244,8 @@ class Construction:
                         if (cd := self._summary(c)) is None or index.accepts(target, cd, text)
                     ]
                     by_name[key] = self.split(self.through_flags(sites, name))
-                callers = self.through_flags(callers_as_set_up_sees(index, target), name)
+                callers = callers_as_set_up_sees(index, target)
+                callers = self.through_flags(callers, name, target)
                 rest, built, constructors = self.split(callers, target)
                 name_rest, name_built, name_constructors = by_name[key]
                 constructors += name_constructors
@@ -254,10 +265,10 @@ class Construction:
                 on = self.flag_callers(v)
                 if on is None:
                     continue  # nothing calls it: an entry point, any flag may be on
-                on = self.through_flags(on, c[1].rsplit(".", 1)[-1])
+                on = self.through_flags(on, c[1].rsplit(".", 1)[-1], c)
                 rest, _built, constructors = self.split(on, c)
                 waiting[v] = (rest, None)
-                if constructors:
+                if constructors or not on:  # no caller turns it on: it never runs so
                     constructed.add(v)
         return waiting, constructed
 

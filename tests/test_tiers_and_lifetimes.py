@@ -2414,3 +2414,43 @@ def test_a_gradient_filled_lazily_is_not_a_kept_buffer():
                     self.state[p].mul_(0.9)
     """
     assert codes(optimizer) == [(15, "IM001")]
+
+
+def test_a_factory_building_the_object_is_set_up_whatever_its_flags():
+    """``if use_graph: ws._alloc_meta()`` in a function that makes ``ws`` and returns it
+    builds the object: set-up, flag or not; a flag no caller ever turns on never runs
+    what it guards."""
+    factory = """
+        import torch
+
+        class Workspace:
+            def __init__(self, n):
+                self.n = n
+                self.meta = None
+
+            def _alloc_meta(self):
+                if self.meta is None:
+                    self.meta = torch.empty(self.n)
+
+            def fill(self, x):
+                self.meta.copy_(x)
+
+        def build(n, use_graph=False):
+            ws = Workspace(n)
+            if use_graph:
+                ws._alloc_meta()
+            return ws
+
+        def serve(x):
+            ws = build(4, use_graph=True)
+            ws.fill(x)
+    """
+    assert codes(factory) == []
+    # Called from running code under a flag: lazy when a caller turns it on, and not
+    # when none does.
+    running = factory.replace("ws = Workspace(n)", "ws = n").replace("return ws", "ws.fill(1)")
+    running = running.replace(
+        "ws = build(4, use_graph=True)\n            ws.fill(x)", "build(x, ON)"
+    )
+    assert codes(running.replace("ON", "True")) == [(11, "IM001")]
+    assert codes(running.replace("ON", "False")) == []
