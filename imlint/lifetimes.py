@@ -61,6 +61,17 @@ if TYPE_CHECKING:
 STARTED: Target = ("<thread>", "<thread>")
 
 
+def fits(td: DefSummary, shape: tuple[int, tuple[str, ...]]) -> bool:
+    """Whether a call passing ``shape`` (positional count, keywords) may bind to the
+    function ``td``: no more positional arguments than it takes, no keyword it lacks
+    (unless it takes ``*args`` or ``**kwargs``)."""
+    n, kws = shape
+    if n > len(td.params) and not td.star & 1:
+        return False
+    names = {*td.params, *td.keywords}
+    return bool(td.star & 2) or all(k == "**" or k in names for k in kws)
+
+
 def callers_as_set_up_sees(index: ProjectIndex, target: Target) -> list[Target]:
     """``target``'s callers, a thread a caller starts with it as ``STARTED``."""
     return [c if r != THREAD_REGION else STARTED for c, r in index.callers_of(target)]
@@ -96,6 +107,7 @@ class Construction:
         #: a caller as far as it calls only while a parameter is true -> (the caller,
         #: the parameter): ``(module, "B.init_meta?in_capture")``
         self.flagged: dict[Target, tuple[Target, str]] = {}
+        self._callees: dict[int, dict[str, tuple[list[tuple[str, str]], ...]]] = {}
 
     def class_of(self, c: Target) -> Target | None:
         if c not in self.classes:
@@ -166,23 +178,15 @@ class Construction:
         d = self._summary(caller)
         if d is None or caller == STARTED:
             return True
-        handed = {
-            p
-            for text, key, p in d.passes
-            if text.rsplit(".", 1)[-1] == name and key in (flag, position)
-        }
+        passes, flag_args = self._by_callee(d).get(name, ((), ()))
+        handed = {p for key, p in passes if key in (flag, position)}
         if len(handed) == 1 and not _is_constructor(caller[1]):
             own = handed.pop()
-            if not any(
-                t.rsplit(".", 1)[-1] == name and k in (flag, position) and m != "?"
-                for t, k, m in d.flag_args
-            ):
+            if not any(k in (flag, position) and m != "?" for k, m in flag_args):
                 return own
         marks = set()
         passed = False
-        for text, key, mark in d.flag_args:
-            if text.rsplit(".", 1)[-1] != name:
-                continue
+        for key, mark in flag_args:
             if key in (flag, position, "**"):
                 marks.add(mark)
             elif key == "#" and position is not None:
@@ -190,6 +194,32 @@ class Construction:
         if marks:
             return marks != {"0"}
         return passed or not falsy
+
+    def _fitting(self, target: Target, d: DefSummary) -> list[Target]:
+        """The callers whose calls by ``target``'s name the index cannot resolve and
+        whose arguments fit it (``ProjectIndex.accepts``), judged once per call shape."""
+        fit: dict[tuple[int, tuple[str, ...]], bool] = {}
+        out: list[Target] = []
+        for c, text in self.index.unresolved_callers(target):
+            cd = self._summary(c)
+            shape = self.index.call_shape(cd, text) if cd is not None else None
+            if shape is not None and not fit.setdefault(shape, fits(d, shape)):
+                continue
+            out.append(c)
+        return out
+
+    def _by_callee(self, d: DefSummary) -> dict[str, tuple[list[tuple[str, str]], ...]]:
+        """A function's ``passes`` and ``flag_args`` by the last name of the callee
+        (``(key, parameter)`` and ``(key, mark)``), read once."""
+        known = self._callees.get(id(d))
+        if known is None:
+            known = {}
+            for text, key, p in d.passes:
+                known.setdefault(text.rsplit(".", 1)[-1], ([], []))[0].append((key, p))
+            for text, key, mark in d.flag_args:
+                known.setdefault(text.rsplit(".", 1)[-1], ([], []))[1].append((key, mark))
+            self._callees[id(d)] = known
+        return known
 
     def split(
         self, callers: list[Target], target: Target | None = None
@@ -238,12 +268,7 @@ class Construction:
                 # calls by name are shared by every function so named and so called
                 key = (name, bool(d.cls), d.params, d.keywords, d.star)
                 if key not in by_name:
-                    sites = [
-                        c
-                        for c, text in index.unresolved_callers(target)
-                        if (cd := self._summary(c)) is None or index.accepts(target, cd, text)
-                    ]
-                    by_name[key] = self.split(self.through_flags(sites, name))
+                    by_name[key] = self.split(self.through_flags(self._fitting(target, d), name))
                 callers = callers_as_set_up_sees(index, target)
                 callers = self.through_flags(callers, name, target)
                 rest, built, constructors = self.split(callers, target)

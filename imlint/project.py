@@ -36,7 +36,7 @@ from imlint.kinds import (
     MODULE_SCOPE,
     THREAD_REGION,
 )
-from imlint.lifetimes import Lifetimes, construction_only
+from imlint.lifetimes import Lifetimes, construction_only, fits
 from imlint.names import imported_from
 from imlint.options import AnalysisOptions
 from imlint.source import quiet_parse
@@ -1066,17 +1066,16 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
         td = s.defs.get(target[1]) if s is not None else None
         if td is None:
             return False
+        shape = self.call_shape(d, text)
+        return shape is None or fits(td, shape)
+
+    def call_shape(self, d: DefSummary, text: str) -> tuple[int, tuple[str, ...]] | None:
+        """How the calls by ``text`` in ``d`` pass arguments (``DefSummary.shapes``):
+        (positional count, keywords), None when not recorded."""
         shapes = self._shapes.get(id(d))
         if shapes is None:
             shapes = self._shapes[id(d)] = {call: (n, kws) for call, n, kws in d.shapes}
-        shape = shapes.get(text)
-        if shape is None:
-            return True
-        n, kws = shape
-        if n > len(td.params) and not td.star & 1:
-            return False
-        names = {*td.params, *td.keywords}
-        return bool(td.star & 2) or all(k == "**" or k in names for k in kws)
+        return shapes.get(text)
 
     def unresolved_count(self, qual: str) -> int:
         """How many calls the index cannot resolve are by the last name of ``qual``."""
