@@ -203,19 +203,8 @@ class Bindings:
                 self._assign(el.value, v.value if v is not None else None)
         elif isinstance(target, cst.StarredElement):
             self._assign(target.value, None)
-        elif isinstance(target, cst.Attribute) and target.attr.value in AUTOGRAD_SLOTS:
-            return  # ``p.grad = ...``: this step's gradient, not kept storage
         elif isinstance(target, cst.Attribute):
-            text = expr_text(target, f.self_name)
-            self._store("attribute", text, None, target.value, value)
-            if value is not None and is_none(value):
-                f.drops.append((text, self._next()))
-            elif value is not None and is_fresh(value, self.imports):
-                f.fresh_texts.setdefault(text, self._order)
-            if value is not None and is_container(value, self.imports):
-                self.container_texts.add(text)
-                if holds_containers(value, self.imports):
-                    self.container_texts.add(text + ITEMS)
+            self._assign_attribute(target, value)
         elif isinstance(target, cst.Subscript):
             text = expr_text(target, f.self_name)
             container = expr_text(target.value, f.self_name)
@@ -229,6 +218,23 @@ class Bindings:
                 self._write(target.value, f"{container}[...] = ...")
             if value is not None and is_none(value):
                 f.drops.append((text, self._next()))
+
+    def _assign_attribute(self, target: cst.Attribute, value: cst.BaseExpression | None) -> None:
+        """``obj.attr = value``: a store into storage that may outlive the call."""
+        f = self.func
+        assert f is not None
+        if target.attr.value in AUTOGRAD_SLOTS:
+            return  # ``p.grad = ...``: this step's gradient, not kept storage
+        text = expr_text(target, f.self_name)
+        self._store("attribute", text, None, target.value, value)
+        if value is not None and is_none(value):
+            f.drops.append((text, self._next()))
+        elif value is not None and is_fresh(value, self.imports):
+            f.fresh_texts.setdefault(text, self._order)
+        if value is not None and is_container(value, self.imports):
+            self.container_texts.add(text)
+            if holds_containers(value, self.imports):
+                self.container_texts.add(text + ITEMS)
 
     def _store(
         self,

@@ -141,10 +141,14 @@ class Construction:
             ):
                 out.append(c)
                 continue
-            v = (c[0], f"{c[1]}?{flag}")
-            self.flagged[v] = (c, flag)
-            out.append(v)
+            out.append(self._as_flagged(c, flag))
         return out
+
+    def _as_flagged(self, c: Target, flag: str) -> Target:
+        """The node that stands for ``c`` called with ``flag`` on."""
+        v = (c[0], f"{c[1]}?{flag}")
+        self.flagged.setdefault(v, (c, flag))
+        return v
 
     def flag_callers(self, v: Target) -> list[Target] | None:
         """The callers of a flagged caller (``through_flags``) that may call it with the
@@ -164,9 +168,8 @@ class Construction:
         for k in callers:
             on = self._turns_on(k, name, flag, position, falsy)
             if isinstance(on, str):  # hands on its own flag: as called with that one on
-                on, k = True, (k[0], f"{k[1]}?{on}")
-                self.flagged.setdefault(k, ((k[0], k[1].rsplit("?", 1)[0]), k[1].rsplit("?", 1)[1]))
-            if on:
+                out.append(self._as_flagged(k, on))
+            elif on:
                 out.append(k)
         return out
 

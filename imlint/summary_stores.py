@@ -192,39 +192,46 @@ class StoreFacts:
                 self._assign(t, v, line)
         elif isinstance(target, ast.Starred):
             self._assign(target.value, None, line)
-        elif isinstance(target, ast.Attribute) and target.attr in AUTOGRAD_SLOTS:
-            return  # ``p.grad = ...``: this step's gradient, not kept storage
         elif isinstance(target, (ast.Attribute, ast.Subscript)) and value is not None:
-            root = self._root(target)
-            if isinstance(target, ast.Subscript) and not _string_key(target):
-                if root in scope.params:
-                    scope.pwrites.add((root, self.torch_write(scope)))
-                self._result_written(target.value, scope)  # ``z = get(n); z[i] = x``
-            if root is not None:
-                into = self._kept_into(root, scope)
-                attr = item_attr(target.value, scope) if isinstance(target, ast.Subscript) else None
-                scope.kept.append((value, into if attr is None else f"self[]:{attr}"))
-                if isinstance(target, ast.Attribute) and _filters(value, target, scope):
-                    scope.drops.add(target.attr)  # ``self.jobs = [j for j in self.jobs if ...]``
-            if (
-                isinstance(target, ast.Attribute)
-                and root is not None
-                and root == scope.self_name
-                and isinstance(target.value, ast.Name)
-            ):
-                scope.keeps.append((f"self.{target.attr}", value, self.region, line))
-                if isinstance(value, ast.Name) and value.id in scope.params:
-                    scope.pattrs.add((value.id, target.attr))  # ``self.buf = buf``
-                # ``self._ws = get_workspace(dev)``: what the class's methods do to
-                # ``self._ws`` they do to what the call returns (``result_writes``)
-                for made, key in self._results_in(value, scope):
-                    scope.rwrites.add((made, f"kept:self.{target.attr}", key))
-                if isinstance(value, ast.Call):
-                    ctor = _dotted(value.func)
-                    if ctor:
-                        scope.summary.types[f"self.{target.attr}"] = ctor
-            self._sets(target, scope)
-            self._store(target, value, "=")
+            self._assign_into(target, value, scope, line)
+
+    def _assign_into(
+        self, target: ast.Attribute | ast.Subscript, value: ast.expr, scope: _Scope, line: int
+    ) -> None:
+        """``obj.attr = value``, ``obj[k] = value``: what the store keeps, sets on
+        ``self`` and writes."""
+        if isinstance(target, ast.Attribute) and target.attr in AUTOGRAD_SLOTS:
+            return  # ``p.grad = ...``: this step's gradient, not kept storage
+        root = self._root(target)
+        if isinstance(target, ast.Subscript) and not _string_key(target):
+            if root in scope.params:
+                scope.pwrites.add((root, self.torch_write(scope)))
+            self._result_written(target.value, scope)  # ``z = get(n); z[i] = x``
+        if root is not None:
+            into = self._kept_into(root, scope)
+            attr = item_attr(target.value, scope) if isinstance(target, ast.Subscript) else None
+            scope.kept.append((value, into if attr is None else f"self[]:{attr}"))
+            if isinstance(target, ast.Attribute) and _filters(value, target, scope):
+                scope.drops.add(target.attr)  # ``self.jobs = [j for j in self.jobs if ...]``
+        if (
+            isinstance(target, ast.Attribute)
+            and root is not None
+            and root == scope.self_name
+            and isinstance(target.value, ast.Name)
+        ):
+            scope.keeps.append((f"self.{target.attr}", value, self.region, line))
+            if isinstance(value, ast.Name) and value.id in scope.params:
+                scope.pattrs.add((value.id, target.attr))  # ``self.buf = buf``
+            # ``self._ws = get_workspace(dev)``: what the class's methods do to
+            # ``self._ws`` they do to what the call returns (``result_writes``)
+            for made, key in self._results_in(value, scope):
+                scope.rwrites.add((made, f"kept:self.{target.attr}", key))
+            if isinstance(value, ast.Call):
+                ctor = _dotted(value.func)
+                if ctor:
+                    scope.summary.types[f"self.{target.attr}"] = ctor
+        self._sets(target, scope)
+        self._store(target, value, "=")
 
     def _names_factory(self, value: ast.expr) -> bool:
         """``torch.zeros if z else torch.empty``: a torch factory named, not called."""
