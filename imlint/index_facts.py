@@ -125,6 +125,7 @@ class FactsFinder:
     result_writes: dict[Target, dict[str, tuple[str, str]]]
     _grouped: dict[int, dict[str, set[str]]]
     _private_refs: frozenset[str] | None
+    _templates: frozenset[str] | None
     _alloc: dict[Target, tuple[str, bool, str]]
     _helpers: dict[Target, tuple[int, str, str]]
 
@@ -267,9 +268,12 @@ class FactsFinder:
         no caller, callback table or ``__all__`` reaches. A public function nothing
         calls stays an entry point (code from outside may call it). An index of one file
         (a text checked alone, an editor's buffer) cannot see the modules that import
-        it: nothing is taken as dead there."""
+        it: nothing is taken as dead there. Every function of a code generator's
+        template (``templates``) is dead."""
         if len(self.files) < 2:
             return frozenset()
+        if s.module in self.templates():
+            return frozenset(d.qual for d in s.defs.values() if d.kind == "function")
         refs = self._private_refs
         if refs is None:
             refs = self._private_refs = frozenset().union(
@@ -285,6 +289,39 @@ class FactsFinder:
             and not d.qual.endswith("__")
             and d.qual not in refs
         )
+
+    def templates(self) -> frozenset[str]:
+        """Modules a code generator reads to write others (another file's header says
+        it was generated from them: transformers' ``modular_*.py``) that no module but
+        such a template imports: their code never runs, the generated copy does, so
+        what they would report is the generated file's finding twice."""
+        if self._templates is not None:
+            return self._templates
+        candidates: set[str] = set()
+        for g in {f.generated_from for f in self.files.values() if f.generated_from}:
+            parts = g.split(".")
+            # the longest tail of the path that names a module (a folder and a file at
+            # least: ``src/pkg/modular_x.py`` is ``pkg.modular_x`` checked from ``src``)
+            for n in range(len(parts) - 1):
+                found = self.modules.get(".".join(parts[n:]))
+                if found is not None:
+                    candidates.add(found.module)
+                    break
+        importers: dict[str, set[str]] = {m: set() for m in candidates}
+        for f in self.files.values():
+            for qualified in f.imports.values():
+                parts = qualified.split(".")
+                for n in range(1, len(parts) + 1):
+                    found = self.modules.get(".".join(parts[:n]))
+                    if found is not None and found.module in importers:
+                        importers[found.module].add(f.module)
+        while True:
+            kept = {m for m in candidates if importers[m] <= candidates}
+            if kept == candidates:
+                break
+            candidates = kept
+        self._templates = frozenset(candidates)
+        return self._templates
 
     def _by_module(self, targets: set[Target]) -> dict[str, set[str]]:
         """``targets`` grouped by module (computed once per set)."""

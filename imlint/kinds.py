@@ -12,6 +12,9 @@ CONSTRUCTORS = frozenset({"__init__", "__new__", "__post_init__"})
 
 #: The qualified name summaries give a module's own top-level code.
 MODULE_SCOPE = "<module>"
+#: The qualified name summaries give a module's script code (``if __name__ ==
+#: "__main__":`` at module level): a function of its own that nothing calls.
+SCRIPT_SCOPE = "<main>"
 
 #: Calls that build a fresh object: a name assigned one of these is a local container.
 FRESH_CALLS = frozenset(
@@ -34,6 +37,10 @@ FRESH_CALLS = frozenset(
         "dataclasses.replace",
     }
 )
+
+#: Builtins whose result holds the items of what they are handed (``tuple(items)``):
+#: a value put into ``items`` is part of what the call returns.
+ITEM_COPIES = frozenset({"tuple", "list", "set", "frozenset", "sorted"})
 
 #: Methods whose result is (derived from) the receiver tensor, for handle aliasing.
 DERIVED_METHODS = VIEW_METHODS | frozenset(

@@ -428,13 +428,16 @@ class Lifetimes:
 
     def _long_context(self, s: FileSummary, d: DefSummary) -> bool:
         """Whether what ``d`` makes lives as long as the process may: module level,
-        construction of a long-lived object, a cached function, an entry point."""
+        construction of a long-lived object, a cached function. An entry point (a
+        function nothing calls) is not one: what it makes and only uses is its call's
+        (a public API may run many times); what it returns or keeps is judged as
+        anywhere else."""
         me = (s.module, d.qual)
         if d.kind == "module" or d.cached or me in self.construction:
             return True
         if _is_constructor(d.qual):
             return not self._is_per_call_class((s.module, d.cls))
-        return self.entry_point(me)
+        return False
 
     def entry_point(self, target: Target) -> bool:
         """Nothing outside test code calls it (by any name the index sees) but itself:
@@ -499,7 +502,9 @@ class Lifetimes:
         call: a constructor that keeps the parameter, a class without a constructor of
         its own (a dataclass keeps its fields), or a callee the index cannot resolve (a
         class chosen at run time, a wrapper from outside: it may keep what it is handed
-        in what it returns). The argument then lives as long as that result."""
+        in what it returns). The argument then lives as long as that result. A method
+        that keeps the parameter on its object (``self.enqueue(job)``, which appends
+        ``job`` to ``self.pending``) keeps it as long as that object lives."""
         _, callee, key = how.split(":", 2)
         index = self.index
         target = index.resolve(s, d, callee)
@@ -508,9 +513,51 @@ class Lifetimes:
                 init = index.method_of(target, "__init__")
                 if init is not None and not self._keeps(init, key):
                     return False
-            elif not _is_constructor(target[1]) or not self._keeps(target, key):
+            elif not self._keeps(target, key):
                 return False
+            elif not _is_constructor(target[1]):
+                return self._receiver_long(s, d, callee, target, key)
         return self._made_long(s, d, callee)
+
+    def _receiver_long(
+        self, s: FileSummary, d: DefSummary, callee: str, keeper: Target, key: str
+    ) -> bool:
+        """Whether the object a method keeps its argument on (``self.enqueue``,
+        ``queue.put``) may outlive the call: ``self`` of a class that is not per call
+        (unless other code sets the attribute anew: ``_released``), a local made here
+        by a call whose result does, a parameter not handed a per-call object; a
+        module's function, or anything else, keeps into what outlives the call."""
+        head, dot, _ = callee.partition(".")
+        if not dot:
+            return True
+        if head == "self" and d.cls:
+            cls = (s.module, d.cls)
+            return not self._is_per_call_class(cls) and not self._released(cls, keeper, key)
+        if head in d.types:
+            return self._made_long(s, d, d.types[head])
+        if head in d.params:
+            return ((s.module, d.qual), head) not in self.params
+        return True
+
+    def _released(self, cls: Target, keeper: Target, key: str) -> bool:
+        """Whether every attribute the method ``keeper`` stores its argument ``key`` in
+        as it is (``self.forecaster = forecaster``) is set anew, unconditionally, by
+        other code of the class that is not construction (``self.forecaster = None``
+        when a request starts): what it keeps lives until then, not for the object's
+        life."""
+        index = self.index
+        name = index.param_name(keeper, key)
+        ks = index.modules.get(keeper[0])
+        kd = ks.defs.get(keeper[1]) if ks is not None else None
+        attrs = {a for p, a in (kd.pattrs if kd is not None else ()) if p == name}
+        methods = [
+            (module, m)
+            for module, m in index.instance_methods(cls)
+            if (module, m.qual) != keeper
+            and not _is_constructor(m.qual)
+            and (module, m.qual) not in self.construction
+        ]
+        return bool(attrs) and all(any(a in m.sets for _, m in methods) for a in attrs)
 
     def _keeps(self, init: Target, key: str, depth: int = 0) -> bool:
         """Whether a constructor keeps the argument passed as ``key``: on the object it

@@ -34,13 +34,14 @@ from imlint.index_outside import OutsideFinder
 from imlint.index_reach import ReachFinder
 from imlint.kinds import (
     MODULE_SCOPE,
+    SCRIPT_SCOPE,
     THREAD_REGION,
 )
 from imlint.lifetimes import Lifetimes, construction_only, fits
-from imlint.names import imported_from
 from imlint.options import AnalysisOptions
 from imlint.source import quiet_parse
 from imlint.summary_flags import FlagFacts, falsy_defaults
+from imlint.summary_names import NameFacts, is_main_guard
 from imlint.summary_stores import StoreFacts
 from imlint.summary_values import ValueOrigins, fixed_calls
 from imlint.summary_writes import BUILTINS as _BUILTINS
@@ -60,7 +61,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 45
+SUMMARY_VERSION = 46
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -185,6 +186,10 @@ class FileSummary:
     #: an attribute of something other than ``self``/``cls``, an import, a string that
     #: spells one (``__all__``, ``getattr(mod, "_f")``); see ``ProjectIndex.unused``.
     private_refs: frozenset[str] = frozenset()
+    #: The file a code generator made this one from, as its header comment names it
+    #: (``# This file was automatically generated from src/pkg/modular_x.py.``); see
+    #: ``FactsFinder.templates``.
+    generated_from: str = ""
 
     def to_data(self) -> tuple[object, ...]:
         return (
@@ -197,11 +202,12 @@ class FileSummary:
             self.error,
             self.may_allocate,
             sorted(self.private_refs),
+            self.generated_from,
         )
 
     @classmethod
     def from_data(cls, data: tuple[object, ...]) -> FileSummary:
-        path, module, is_package, imports, defs, instances, error, may_allocate, refs = data
+        path, module, is_package, imports, defs, instances, error, may_allocate, refs, gen = data
         parsed = [DefSummary.from_data(d) for d in defs]  # type: ignore[attr-defined]
         return cls(
             path,  # type: ignore[arg-type]
@@ -213,6 +219,7 @@ class FileSummary:
             error,  # type: ignore[arg-type]
             may_allocate,  # type: ignore[arg-type]
             frozenset(refs),  # type: ignore[call-overload]
+            gen,  # type: ignore[arg-type]
         )
 
 
@@ -330,7 +337,7 @@ class _FastVisitor:
                 visit(value)
 
 
-class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, FlagFacts, _FastVisitor):
+class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, FlagFacts, NameFacts, _FastVisitor):
     """One walk over a module's ``ast`` tree; see :class:`DefSummary` for what it keeps."""
 
     def __init__(self, module: str, is_package: bool, options: AnalysisOptions) -> None:
@@ -365,46 +372,6 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, FlagFacts, _FastVisitor)
         #: names the module binds at its top level (``_module_names``)
         self.module_names: set[str] = set()
         self.allocating_names: set[str] = set()
-
-    # ---- names
-
-    def qualify(self, text: str) -> str:
-        head, _, rest = text.partition(".")
-        target = self.imports.get(head)
-        if target is None:
-            return text
-        return f"{target}.{rest}" if rest else target
-
-    def _relative(self, level: int, module: str | None) -> str:
-        if level == 0:
-            return module or ""
-        parts = self.module.split(".")
-        base = parts if self.is_package else parts[:-1]
-        base = base[: len(base) - (level - 1)] if level > 1 else base
-        return ".".join([*base, module] if module else base)
-
-    def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            if alias.asname:
-                self.imports[alias.asname] = alias.name
-                self._alias(alias.asname, alias.name)
-            else:
-                head = alias.name.split(".", 1)[0]
-                self.imports[head] = head
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        base = self._relative(node.level, node.module)
-        for alias in node.names:
-            if alias.name == "*":
-                continue
-            self.imports[alias.asname or alias.name] = imported_from(base, alias.name)
-            self._alias(alias.asname or alias.name, alias.name)
-
-    def _alias(self, local: str, target: str) -> None:
-        """Remember a local name bound to an allocator's name (``from torch import
-        empty as e``): a call ``e(...)`` may allocate."""
-        if target.rsplit(".", 1)[-1] in self.vocabulary:
-            self.allocating_names.add(local)
 
     def mode_of(self, expr: ast.expr) -> str:
         """``inference``, ``guarded`` or "" for a ``with`` item or a decorator."""
@@ -527,19 +494,36 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, FlagFacts, _FastVisitor)
         )
         for dec in node.decorator_list:
             self.visit(dec)
+        self._walk_scope(scope, node.body)
+
+    visit_FunctionDef = _def
+    visit_AsyncFunctionDef = _def
+
+    def _walk_scope(self, scope: _Scope, body: list[ast.stmt]) -> None:
+        """Walk a function's body in its own scope, then finish its summary."""
         self.scopes.append(scope)
         self.classes.append(None)
         saved, self.region = self.region, ""
         flags, self.flags = self.flags, []
-        for stmt in node.body:
+        for stmt in body:
             self.visit(stmt)
         self.region, self.flags = saved, flags
         self.classes.pop()
         self.scopes.pop()
         self._finish(scope)
 
-    visit_FunctionDef = _def
-    visit_AsyncFunctionDef = _def
+    def visit_If(self, node: ast.If) -> None:
+        """``if __name__ == "__main__":`` at module level runs only when the file is run
+        as a script (a demo, a tool): its own function, ``<main>``, that nothing calls.
+        What it makes lives in that run's locals, not in the module's globals."""
+        if len(self.scopes) == 1 and self.classes[-1] is None and is_main_guard(node.test):
+            summary = DefSummary(SCRIPT_SCOPE, "function")
+            self.defs[SCRIPT_SCOPE] = summary
+            self._walk_scope(_Scope(summary, None, set()), node.body)
+            for stmt in node.orelse:
+                self.visit(stmt)
+            return
+        super().visit_If(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         parent = self.scopes[-1]
@@ -908,7 +892,21 @@ def summarize(
         s.instances,
         may_allocate=may_allocate,
         private_refs=_private_refs(text),
+        generated_from=generated_from(text),
     )
+
+
+#: A generated file's header: ``# This file was automatically generated from <path>.``
+_GENERATED_FROM = re.compile(r"^[ \t]*#.*\bgenerated from\s+(\S+?\.py)\b", re.M | re.I)
+
+
+def generated_from(text: str) -> str:
+    """The source file a generated file's header comment names (in its first lines),
+    as a dotted path without ``.py`` (``src.pkg.modular_x``), or ""."""
+    found = _GENERATED_FROM.search(text, 0, 4000)
+    if found is None:
+        return ""
+    return found.group(1)[:-3].replace("\\", "/").strip("/").replace("/", ".")
 
 
 #: A line that is only a comment (commented-out code names nothing that runs).
@@ -985,6 +983,7 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
         self._callers_of: dict[Target, list[tuple[Target, str]]] = {}
         self._grouped: dict[int, dict[str, set[str]]] = {}
         self._private_refs: frozenset[str] | None = None
+        self._templates: frozenset[str] | None = None
         self._shapes: dict[int, dict[str, tuple[int, tuple[str, ...]]]] = {}  # accepts
         self._build()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from imlint.kinds import FRESH_CALLS, ITEM_GETTERS, is_inplace_name
+from imlint.kinds import FRESH_CALLS, ITEM_COPIES, ITEM_GETTERS, is_inplace_name
 from imlint.summary_writes import dotted as _dotted
 from imlint.vocabulary import NON_TENSOR_METHODS
 
@@ -185,6 +185,8 @@ class ValueOrigins:
                     and isinstance(func.value, ast.Name)
                 ):
                     stack.append(func.value)
+                if text in ITEM_COPIES and text not in scope.assigned:
+                    stack.extend(e.args)  # ``tuple(items)`` holds what ``items`` holds
             elif isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name):
                 stack.append(e.value)
             elif isinstance(e, ast.Name) and e.id not in seen and e.id not in scope.globals:

@@ -1004,3 +1004,163 @@ def test_a_dropped_result_does_not_outlive_its_statement(tmp_path):
     kept = bench.replace("prof.step()", "_LAST.append(prof.step())")
     kept = kept.replace("import torch", "import torch\n    _LAST = []")
     assert _findings(tmp_path, {"pkg/bench.py": kept}) == []
+
+
+SALIENCY = """
+import torch
+
+
+class Saliency:
+    def __init__(self, n):
+        self.n = n
+        self.total = None
+
+    def add(self, x):
+        if self.total is None:
+            self.total = torch.zeros(self.n)
+        self.total += x
+"""
+
+
+def test_what_a_function_nothing_calls_makes_and_only_uses_is_its_calls(tmp_path):
+    # ``prune`` is a public API nothing in the tree calls: code from outside may run it
+    # many times, and each run's tallies die with it.
+    prune = """
+    from pkg.saliency import Saliency
+
+
+    def prune(layers):
+        for layer in layers:
+            tally = Saliency(4)
+            tally.add(layer)
+    """
+    assert _findings(tmp_path, {"pkg/saliency.py": SALIENCY, "pkg/prune.py": prune}) == []
+    # Put where the process keeps it, the tally outlives the call.
+    kept = "\n    _KEPT = []\n" + prune + "        _KEPT.append(tally)\n"
+    assert _findings(tmp_path, {"pkg/prune.py": kept}) == [("saliency.py", 12, "IM001")]
+    # Returned, it lives as long as the caller from outside keeps it (a factory that
+    # fills it first builds it: ``add`` is then set-up, so here the caller adds).
+    made = prune.replace("tally.add(layer)", "return tally")
+    user = """
+    from pkg.prune import prune
+
+
+    def step(layers, x):
+        prune(layers).add(x)
+    """
+    files = {"pkg/prune.py": made, "pkg/user.py": user}
+    assert _findings(tmp_path, files) == []  # the step's tally dies with the step
+    keeps = user.replace(
+        "prune(layers).add(x)", "_LAST[0] = prune(layers)\n        _LAST[0].add(x)"
+    )
+    files["pkg/user.py"] = "\n    _LAST = [None]\n" + keeps
+    assert _findings(tmp_path, files) == [("saliency.py", 12, "IM001")]
+
+
+def test_what_is_returned_in_a_copy_of_a_local_list_is_returned(tmp_path):
+    # ``return tuple(items)`` hands back what ``items`` holds.
+    init = """
+    from pkg.saliency import Saliency
+
+
+    def initialize(n):
+        tally = Saliency(n)
+        items = [tally, n]
+        return tuple(items)
+    """
+    files = {"pkg/saliency.py": SALIENCY, "pkg/init.py": init}
+    assert _findings(tmp_path, files) == [("saliency.py", 12, "IM001")]
+    dropped = init.replace("return tuple(items)", "return tuple([n])")
+    assert _findings(tmp_path, {"pkg/init.py": dropped}) == []
+
+
+def test_a_scripts_main_block_runs_once_as_a_script_not_at_import(tmp_path):
+    # What ``if __name__ == "__main__":`` makes is a demo run's local, not a module
+    # global of every process that imports the file.
+    demo = """
+    from pkg.saliency import Saliency
+
+
+    def tally(x):
+        t = Saliency(4)
+        t.add(x)
+
+
+    if __name__ == "__main__":
+        DEMO = Saliency(4)
+        DEMO.add(1.0)
+    """
+    assert _findings(tmp_path, {"pkg/saliency.py": SALIENCY, "pkg/demo.py": demo}) == []
+    # At the module's top level, the object is a global of every importer.
+    top = demo.replace('if __name__ == "__main__":', "if True:")
+    assert _findings(tmp_path, {"pkg/demo.py": top}) == [("saliency.py", 12, "IM001")]
+    # A script block's ``else`` is the module's own code.
+    orelse = demo.replace("DEMO.add(1.0)", "DEMO.add(1.0)\n    else:\n        KEPT = Saliency(4)")
+    assert _findings(tmp_path, {"pkg/demo.py": orelse}) == [("saliency.py", 12, "IM001")]
+
+
+LAYER = """
+import torch
+
+
+class Layer:
+    def __init__(self, n):
+        self.n = n
+        self.cache = None
+
+    def step(self, x):
+        if self.cache is None:
+            self.cache = torch.zeros(self.n)
+        self.cache.copy_(x)
+"""
+
+
+def test_a_code_generators_template_is_not_checked_twice(tmp_path):
+    # ``modeling_x.py`` says it was generated from ``modular_x.py``: the template never
+    # runs (nothing imports it), its generated copy does, and is the one reported.
+    header = "# This file was automatically generated from src/pkg/modular_x.py.\n"
+    files = {
+        "pkg/modular_x.py": LAYER,
+        "pkg/modeling_x.py": header + LAYER,
+        "pkg/modular_y.py": "from pkg.modular_x import Layer\n",
+        "pkg/modeling_y.py": "# automatically generated from pkg/modular_y.py\n",
+    }
+    assert _findings(tmp_path, files) == [("modeling_x.py", 13, "IM001")]
+    # A module that runs imports it: it is code like any other.
+    files["pkg/user.py"] = "from pkg.modular_y import Layer\n"
+    assert _findings(tmp_path, files) == [
+        ("modeling_x.py", 13, "IM001"),
+        ("modular_x.py", 12, "IM001"),
+    ]
+
+
+def test_an_object_a_setter_keeps_lives_until_other_code_sets_it_anew(tmp_path):
+    # ``self._set(f)`` keeps the tally on the model; each request starts with
+    # ``self.tally = None``, so a tally lives for one request, not for the model's life.
+    model = """
+    from pkg.saliency import Saliency
+
+
+    class Model:
+        def __init__(self):
+            self.tally = None
+
+        def _set(self, tally):
+            self.tally = tally
+
+        def begin(self):
+            self.tally = None
+
+        def record(self, x):
+            if self.tally is None:
+                self._set(Saliency(4))
+            self.tally.add(x)
+
+
+    MODEL = Model()
+    """
+    files = {"pkg/saliency.py": SALIENCY, "pkg/model.py": model}
+    assert _findings(tmp_path, files) == []
+    # Nothing but construction sets it anew: the tally lives as long as the model.
+    files["pkg/model.py"] = model.replace("self.tally = None\n\n        def record", "pass\n\n        def record")
+    assert _findings(tmp_path, files) == [("saliency.py", 12, "IM001")]

@@ -2337,8 +2337,10 @@ def test_set_up_follows_a_call_made_only_while_a_flag_is_on(tmp_path):
         def make_batch(bs):
             return None
 
+        RUNNER = GraphRunner(Backend())
+
         def serve(batch):
-            GraphRunner(Backend()).replay(batch, SERVE)
+            RUNNER.replay(batch, SERVE)
     """
     _tree(tmp_path, {"pkg/__init__.py": ""})
     lazy = [("backend.py", 10, "IM001", "error")]
