@@ -25,10 +25,14 @@ def subject(site: AllocationSite) -> str:
 
 
 def is_unguarded_hazard(site: AllocationSite) -> bool:
-    """A persistent allocation that a first touch under inference mode can poison."""
+    """A lazy persistent allocation that a first touch under inference mode can poison
+    (or that is made inside inference mode: an inference tensor for sure). One made
+    every time its code runs is IM004's, unless it is made inside inference mode and a
+    torch in-place write outside inference mode reaches it: that one is an inference
+    tensor for sure and the write raises (IM001, IM003)."""
     if site.store is None or site.mode is Mode.GUARDED:
         return False
-    return site.lazy is not None or site.mode is Mode.INFERENCE
+    return site.lazy is not None or (site.mode is Mode.INFERENCE and bool(site.torch_writes))
 
 
 def is_direct(site: AllocationSite) -> bool:

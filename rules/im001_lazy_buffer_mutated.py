@@ -30,7 +30,9 @@ class LazyBufferMutated(Rule):
     only right after the allocation, in the same branch, do not count, nor writes
     that every path of their call reaches only after the same call bound the
     attribute anew (`self._begin(ids)` where `_begin` sets `self.ids` on every path,
-    then `self.ids[mask] = pad`): they write what that call made, under its mode. A private module-level function that no file of the project names (by call,
+    then `self.ids[mask] = pad`): they write what that call made, under its mode. One
+    made inside `inference_mode()` on every run, not lazily, is reported too when such
+    a write reaches it (an inference tensor for sure); without one it is IM004's. A private module-level function that no file of the project names (by call,
     reference, import or string) never runs: it holds no site.
 
     ## Why is this bad?

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from imlint.rule import Invalid, Report, Rule, Severity, Valid
 from imlint.semantic import Mode, ModuleModel
 
-from ._lazy import GUARD_ADVICE, is_direct, subject
+from ._lazy import GUARD_ADVICE, is_direct, is_unguarded_hazard, subject
 
 
 class UnguardedPersistentAllocation(Rule):
@@ -17,7 +17,9 @@ class UnguardedPersistentAllocation(Rule):
     Flags a tensor allocation stored into storage that outlives the call
     (`self._buf = torch.empty(...)` in a method other than `__init__`, a module-level
     dict, a `global`) when the store is unconditional, so IM001/IM002 do not see it as
-    lazy. Off by default: enable it with `extend-select = ["IM004"]` in `[tool.imlint]`
+    lazy. That includes one made inside `inference_mode()` (a one-shot load or pack step
+    decorated with it): an inference tensor for sure, reported by default (IM001) only
+    when a torch in-place write outside inference mode reaches it. Off by default: enable it with `extend-select = ["IM004"]` in `[tool.imlint]`
     or `--extend-select IM004` (`select` would turn the other rules off).
 
     ## Why is this bad?
@@ -83,7 +85,13 @@ class UnguardedPersistentAllocation(Rule):
 
     def check(self, model: ModuleModel) -> Iterator[Report]:
         for site in model.sites:
-            if is_direct(site) and site.lazy is None and site.mode is Mode.UNKNOWN:
+            if (
+                is_direct(site)
+                and site.store is not None
+                and site.lazy is None
+                and site.mode is not Mode.GUARDED
+                and not is_unguarded_hazard(site)
+            ):
                 yield Report(
                     site,
                     f"{subject(site)}; {GUARD_ADVICE}",
