@@ -485,18 +485,12 @@ class Lifetimes:
 
     def _kept_long(self, s: FileSummary, d: DefSummary, into: str) -> bool:
         """Whether storage a value is kept in outlives the call: ``self`` of a class
-        that is not per call (an attribute a running method sets anew each run only
-        until that next run), a parameter not handed a per-call object, an object
-        made here by a call whose result outlives it, anything else (a global)."""
+        that is not per call, a parameter not handed a per-call object, an object made
+        here by a call whose result outlives it, anything else (a global)."""
         if into.startswith("self[]:") and self.queues.is_queue((s.module, d.cls), into[7:]):
             return False
         if into == "self" or into.startswith("self[]:"):
             return not self._is_per_call_class((s.module, d.cls))
-        if into.startswith("self~:"):
-            # set anew each time the method runs (``self.last = result``): kept until
-            # the next run, unless only set-up, or what may run once, runs it
-            once = (s.module, d.qual) in self.construction or self.entry_point((s.module, d.qual))
-            return once and not self._is_per_call_class((s.module, d.cls))
         if into.startswith("param:"):
             return ((s.module, d.qual), into[6:]) not in self.params
         if into.startswith("made:"):

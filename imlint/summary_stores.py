@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from imlint.kinds import AUTOGRAD_SLOTS, CONSTRUCTORS
+from imlint.kinds import AUTOGRAD_SLOTS
 from imlint.names import VIEW_METHODS
 from imlint.summary_values import item_attr
 from imlint.summary_writes import dotted as _dotted
@@ -35,17 +35,6 @@ def _root_name(expr: ast.expr) -> str | None:
     while isinstance(expr, (ast.Attribute, ast.Subscript)):
         expr = expr.value
     return expr.id if isinstance(expr, ast.Name) else None
-
-
-def _sets_anew(target: ast.Attribute | ast.Subscript, scope: _Scope) -> bool:
-    """``self.last = value`` outside any condition, in a method that is not a
-    constructor: each run of the method puts a new value there (``Lifetimes``:
-    what it keeps lives until the next run, unless the method runs once)."""
-    return (
-        isinstance(target, ast.Attribute)
-        and isinstance(target.value, ast.Name)
-        and scope.summary.qual.rsplit(".", 1)[-1] not in CONSTRUCTORS
-    )
 
 
 def _string_key(target: ast.Subscript) -> bool:
@@ -221,11 +210,7 @@ class StoreFacts:
         if root is not None:
             into = self._kept_into(root, scope)
             attr = item_attr(target.value, scope) if isinstance(target, ast.Subscript) else None
-            if attr is not None:
-                into = f"self[]:{attr}"
-            elif into == "self" and not self.cond and _sets_anew(target, scope):
-                into = f"self~:{target.attr}"  # type: ignore[union-attr]
-            scope.kept.append((value, into))
+            scope.kept.append((value, into if attr is None else f"self[]:{attr}"))
             if isinstance(target, ast.Attribute) and _filters(value, target, scope):
                 scope.drops.add(target.attr)  # ``self.jobs = [j for j in self.jobs if ...]``
         if (
