@@ -113,6 +113,22 @@ TREES: dict[str, tuple[str, str, str]] = {
     "mistral-inference-1.6.0": ("mistral-inference", "1.6.0", "mistral_inference"),
     "xinference-4.1.0": ("xinference", "4.1.0", "xinference"),
     "deepspeed-0.19.8": ("deepspeed", "0.19.8", "deepspeed"),
+    # never tuned on, sampled fresh (fresh19): reinforcement-learning frameworks that
+    # run a model for generation (often under inference mode) and for training in one
+    # process (verl, trl), adapters (peft), PyTorch's fine-tuning library, and
+    # quantized tensors
+    "verl-0.9.1": ("verl", "0.9.1", "verl"),
+    "peft-0.21.2": ("peft", "0.21.2", "peft"),
+    "trl-1.16.0": ("trl", "1.16.0", "trl"),
+    "torchtune-0.6.1": ("torchtune", "0.6.1", "torchtune"),
+    "optimum-quanto-0.2.7": ("optimum-quanto", "0.2.7", "optimum"),
+    # fresh19 too: memory-efficient attention kernels, NVIDIA's model optimizer
+    # (calibration, quantization), Intel's weight-only quantizer, and 8-bit optimizers
+    # and quantized layers
+    "xformers-0.0.35": ("xformers", "0.0.35", "xformers"),
+    "nvidia-modelopt-0.47.0": ("nvidia-modelopt", "0.47.0", "modelopt"),
+    "auto-round-0.16.1": ("auto-round", "0.16.1", "auto_round"),
+    "bitsandbytes-0.50.2": ("bitsandbytes", "0.50.2", "bitsandbytes"),
     SEED_TREE: ("sglang", "0.5.18", "sglang"),
 }
 SCORED = ("sglang-0.5.23", "vllm-0.33.0", "lmdeploy-0.18.0")
@@ -148,6 +164,15 @@ ALIASES = {
     "mistral-inference": "mistral-inference-1.6.0",
     "xinference": "xinference-4.1.0",
     "deepspeed": "deepspeed-0.19.8",
+    "verl": "verl-0.9.1",
+    "peft": "peft-0.21.2",
+    "trl": "trl-1.16.0",
+    "torchtune": "torchtune-0.6.1",
+    "optimum-quanto": "optimum-quanto-0.2.7",
+    "xformers": "xformers-0.0.35",
+    "modelopt": "nvidia-modelopt-0.47.0",
+    "auto-round": "auto-round-0.16.1",
+    "bitsandbytes": "bitsandbytes-0.50.2",
 }
 VERDICTS = {"tp": "TP", "fp": "FP", "unsure": "unsure"}
 IM003_BY_CATEGORY = {"torch-write": "error", "kernel-write": "warning"}
