@@ -20,6 +20,7 @@ from imlint.kinds import collective_output, derives_receiver, is_inplace_name
 from imlint.names import ImportMap, dotted_name, expr_text, passes_copy, unpacked
 from imlint.positions import Positions
 from imlint.semantic import (
+    DATA_WRITE,
     HANDED_WRITE,
     KERNEL_WRITE,
     TORCH_WRITE,
@@ -76,7 +77,7 @@ class CallWrites:
             if is_inplace_name(method):
                 receiver = func.value
                 text = f"{expr_text(receiver, f.self_name)}.{method}()"
-                self._write(receiver, text, at=node)
+                self._write(receiver, text, at=node, kind=_inplace_kind(receiver))
                 if not torch_op:
                     return  # ``z.sub_(mean)``: the other arguments are inputs
             if torch_op:
@@ -227,3 +228,11 @@ def _is_handle(expr: cst.BaseExpression) -> bool:
             return isinstance(expr.func.value, (cst.Name, cst.Attribute))
         expr = expr.func.value
     return isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript, cst.Call))
+
+
+def _inplace_kind(receiver: cst.BaseExpression) -> str:
+    """``x.data.copy_(y)`` writes the whole of ``.data``, which the inference-tensor
+    check does not see (``semantic.DATA_WRITE``); any other receiver, a torch write."""
+    if isinstance(receiver, cst.Attribute) and receiver.attr.value == "data":
+        return DATA_WRITE
+    return TORCH_WRITE

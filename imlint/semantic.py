@@ -24,9 +24,22 @@ HANDED_WRITE = "handed"
 #: A torch in-place write that runs only inside ``inference_mode()`` (a ``with`` block or
 #: a decorated function): allowed on an inference tensor, so latent like a kernel write.
 INFERENCE_WRITE = "inference"
+#: A torch in-place write to the whole of ``x.data`` (``x.data.copy_(y)``, ``.zero_()``):
+#: ``.data`` is a view autograd does not track, and the inference-tensor check does not
+#: see a write through it (a write to a slice of it, ``x.data[:n].fill_(0)``, is seen).
+DATA_WRITE = "data"
+#: Writes that leave an inference tensor's hazard latent: they cannot raise.
+LATENT_WRITES = (KERNEL_WRITE, INFERENCE_WRITE, DATA_WRITE)
 #: How strong each write kind is: a torch write wins over a kernel write (or a torch write
-#: inside inference mode), which wins over a tensor handed to code imlint cannot read.
-WRITE_STRENGTH = {HANDED_WRITE: 1, INFERENCE_WRITE: 2, KERNEL_WRITE: 2, TORCH_WRITE: 3}
+#: inside inference mode, or through ``.data``), which wins over a tensor handed to code
+#: imlint cannot read.
+WRITE_STRENGTH = {
+    HANDED_WRITE: 1,
+    INFERENCE_WRITE: 2,
+    KERNEL_WRITE: 2,
+    DATA_WRITE: 2,
+    TORCH_WRITE: 3,
+}
 
 
 def write_kind(kind: str, mode: Mode | None) -> str:
@@ -188,7 +201,7 @@ class AllocationSite:
     def kernel_writes(self) -> list[InplaceWrite]:
         """Kernel writes, with tensors handed to unreadable code when the tier is a
         kernel write (see :attr:`tier`)."""
-        latent = (KERNEL_WRITE, INFERENCE_WRITE)
+        latent = LATENT_WRITES
         kinds = (*latent, HANDED_WRITE) if self.tier == KERNEL_TIER else latent
         return [w for w in self.writes if w.kind in kinds]
 
@@ -221,13 +234,14 @@ class AllocationSite:
         content of its own: blank or zeroed storage is a workspace, an output or a
         counter); blank storage nothing visible writes (code out of sight fills it before
         anything reads it); else read-only, a tensor with content handed to such code
-        being taken as its input. A torch write that runs only inside inference mode
-        cannot raise: latent, like a kernel write."""
+        being taken as its input. A torch write that runs only inside inference mode,
+        or that writes the whole of ``x.data``, cannot raise: latent, like a kernel
+        write."""
         kinds = {w.kind for w in self.writes}
         if TORCH_WRITE in kinds:
             return TORCH_TIER
         content = self.content
-        if KERNEL_WRITE in kinds or INFERENCE_WRITE in kinds:
+        if kinds & set(LATENT_WRITES):
             return KERNEL_TIER
         if HANDED_WRITE in kinds and content != "content":
             return KERNEL_TIER

@@ -45,7 +45,9 @@ class WriteFacts:
         q = self.qualify(text)
         torch_op = q.startswith("torch.") and not q.startswith("torch.ops.")
         if isinstance(func, ast.Attribute) and not launch and is_inplace_name(func.attr):
-            self._wrote(func.value, "torch", scope)
+            # ``x.data.copy_(y)``: a write the inference-tensor check does not see
+            data = isinstance(func.value, ast.Attribute) and func.value.attr == "data"
+            self._wrote(func.value, "data" if data else "torch", scope)
             if not torch_op:
                 return  # ``z.sub_(mean)``: the other arguments are inputs
         if not node.args and not node.keywords:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from imlint.semantic import INFERENCE_WRITE, AllocationSite, Mode
+from imlint.semantic import DATA_WRITE, INFERENCE_WRITE, AllocationSite, Mode
 
 GUARD_ADVICE = "wrap the allocation in `with torch.inference_mode(False):`"
 
@@ -45,11 +45,17 @@ def kernel_writer(site: AllocationSite) -> str:
     """The kernel write a message cites, or why one is out of sight."""
     writes = site.kernel_writes
     if writes:
-        w = next((w for w in writes if w.kind != INFERENCE_WRITE), writes[0])
+        w = next((w for w in writes if w.kind not in (INFERENCE_WRITE, DATA_WRITE)), None)
+        w = w or next((w for w in writes if w.kind == DATA_WRITE), writes[0])
         if w.kind == INFERENCE_WRITE:
             return (
                 f"written in place only inside `inference_mode()`, where that cannot raise, "
                 f"at `{w.text}` (line {w.line})"
+            )
+        if w.kind == DATA_WRITE:
+            return (
+                f"written in place only through `.data`, which the inference-tensor check "
+                f"does not see, at `{w.text}` (line {w.line})"
             )
         return f"written only by a kernel at `{w.text}` (line {w.line})"
     return (

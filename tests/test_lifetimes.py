@@ -1162,5 +1162,7 @@ def test_an_object_a_setter_keeps_lives_until_other_code_sets_it_anew(tmp_path):
     files = {"pkg/saliency.py": SALIENCY, "pkg/model.py": model}
     assert _findings(tmp_path, files) == []
     # Nothing but construction sets it anew: the tally lives as long as the model.
-    files["pkg/model.py"] = model.replace("self.tally = None\n\n        def record", "pass\n\n        def record")
+    files["pkg/model.py"] = model.replace(
+        "self.tally = None\n\n        def record", "pass\n\n        def record"
+    )
     assert _findings(tmp_path, files) == [("saliency.py", 12, "IM001")]

@@ -2463,3 +2463,33 @@ def test_a_factory_building_the_object_is_set_up_whatever_its_flags():
     )
     assert codes(running.replace("ON", "True")) == [(11, "IM001")]
     assert codes(running.replace("ON", "False")) == []
+
+
+def test_a_write_to_the_whole_of_data_cannot_raise():
+    """``x.data.copy_(v)`` on an inference tensor outside inference mode does not raise
+    (the check does not see a write through ``.data``), ``x.data[:2].fill_(0)`` and
+    ``x.copy_(v)`` do: the first is latent (IM002), the others crash (IM001), also when
+    a helper the buffer is handed to makes the write."""
+    code = """
+    import torch
+
+    def helper(t, v):
+        t.data.WRITE
+
+    class Q:
+        def set_amax(self, v):
+            if self._amax is None:
+                self._amax = torch.empty_like(v)
+            USE
+    """
+    for use, expected in [
+        ("self._amax.data.copy_(v)", "IM002"),
+        ("self._amax.data.zero_()", "IM002"),
+        ("self._amax.data[:2].fill_(0)", "IM001"),
+        ("self._amax.copy_(v)", "IM001"),
+        ("helper(self._amax, v)", "IM002"),
+    ]:
+        found = codes(code.replace("USE", use).replace("WRITE", "zero_()"))
+        assert found == [(10, expected)], use
+    sliced = code.replace("USE", "helper(self._amax, v)").replace("WRITE", "zero_()")
+    assert codes(sliced.replace("t.data.zero_()", "t.data[0] = 1")) == [(10, "IM001")]
