@@ -276,9 +276,12 @@ def _owner(expr: ast.expr, scope: _Scope, seen: frozenset[str] = frozenset()) ->
 
 
 def made_here(expr: ast.expr, assigned: dict[str, list[ast.expr]]) -> bool:
-    """A call, or a name bound to a call's result in this scope, or a field of one."""
+    """A call, or a name bound to a call's result in this scope, or a field of one, or
+    a list or tuple literal holding one (``nn.ModuleList([blocks])``)."""
     if isinstance(expr, ast.Call):
         return True
+    if isinstance(expr, (ast.List, ast.Tuple)):
+        return any(made_here(e, assigned) for e in expr.elts)
     if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
         expr = expr.value
     return isinstance(expr, ast.Name) and any(

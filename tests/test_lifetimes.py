@@ -1166,3 +1166,29 @@ def test_an_object_a_setter_keeps_lives_until_other_code_sets_it_anew(tmp_path):
         "self.tally = None\n\n        def record", "pass\n\n        def record"
     )
     assert _findings(tmp_path, files) == [("saliency.py", 12, "IM001")]
+
+
+def test_an_object_handed_in_a_list_literal_is_handed(tmp_path):
+    # ``model.blocks = nn.ModuleList([tally])``: the module list keeps the tally on the
+    # model the caller handed in, which outlives the call.
+    apply = """
+    import torch.nn as nn
+    from pkg.saliency import Saliency
+
+
+    def apply(model):
+        tally = Saliency(4)
+        model.blocks = nn.ModuleList([tally])
+    """
+    user = """
+    from pkg.apply import apply
+
+
+    def install(model):
+        apply(model)
+        return model
+    """
+    files = {"pkg/saliency.py": SALIENCY, "pkg/apply.py": apply, "pkg/user.py": user}
+    assert _findings(tmp_path, files) == [("saliency.py", 12, "IM001")]
+    dropped = apply.replace("model.blocks = nn.ModuleList([tally])", "nn.ModuleList([tally])")
+    assert _findings(tmp_path, {"pkg/apply.py": dropped}) == []
