@@ -1,7 +1,8 @@
-"""What a module's imports bind (``imlint/project.py``): each local name a module imports,
-with relative imports resolved to the qualified name it stands for, and the local names
-bound to an allocator's name (``from torch import empty as e``: a call ``e(...)`` may
-allocate)."""
+"""What a module's names stand for (``imlint/project.py``): each local name a module
+imports, with relative imports resolved to the qualified name it stands for, the local
+names bound to an allocator's name (``from torch import empty as e``: a call ``e(...)``
+may allocate), and the test that marks a script's own code (``__name__ ==
+"__main__"``)."""
 
 from __future__ import annotations
 
@@ -12,18 +13,14 @@ from imlint.names import imported_from
 
 def is_main_guard(test: ast.expr) -> bool:
     """``__name__ == "__main__"`` (either way round): the test of a script's own code."""
-    if not (
-        isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
-    ):
+    if not (isinstance(test, ast.Compare) and [type(op) for op in test.ops] == [ast.Eq]):
         return False
-    sides = {type(n).__name__: n for n in (test.left, test.comparators[0])}
-    name, const = sides.get("Name"), sides.get("Constant")
-    return (
-        isinstance(name, ast.Name)
-        and name.id == "__name__"
-        and isinstance(const, ast.Constant)
-        and const.value == "__main__"
-    )
+    pair = (test.left, test.comparators[0])
+    return any(
+        isinstance(a, ast.Name) and a.id == "__name__" and isinstance(b, ast.Constant)
+        and b.value == "__main__"
+        for a, b in (pair, pair[::-1])
+    )  # fmt: skip
 
 
 class NameFacts:

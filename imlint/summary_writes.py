@@ -46,6 +46,7 @@ class WriteFacts:
         torch_op = q.startswith("torch.") and not q.startswith("torch.ops.")
         if isinstance(func, ast.Attribute) and not launch and is_inplace_name(func.attr):
             # ``x.data.copy_(y)``: a write the inference-tensor check does not see
+            # (``semantic.DATA_WRITE``)
             data = isinstance(func.value, ast.Attribute) and func.value.attr == "data"
             self._wrote(func.value, "data" if data else "torch", scope)
             if not torch_op:

@@ -25,11 +25,10 @@ def subject(site: AllocationSite) -> str:
 
 
 def is_unguarded_hazard(site: AllocationSite) -> bool:
-    """A lazy persistent allocation that a first touch under inference mode can poison
-    (or that is made inside inference mode: an inference tensor for sure). One made
-    every time its code runs is IM004's, unless it is made inside inference mode and a
-    torch in-place write outside inference mode reaches it: that one is an inference
-    tensor for sure and the write raises (IM001, IM003)."""
+    """A lazy persistent allocation that a first touch under inference mode can poison.
+    One made every time its code runs is IM004's, unless it is made inside inference
+    mode and a torch in-place write outside inference mode reaches it: that one is an
+    inference tensor for sure and the write raises (IM001, IM003)."""
     if site.store is None or site.mode is Mode.GUARDED:
         return False
     return site.lazy is not None or (site.mode is Mode.INFERENCE and bool(site.torch_writes))
@@ -41,12 +40,17 @@ def is_direct(site: AllocationSite) -> bool:
     return site.chain is None
 
 
+#: Which latent write a message cites when there are several: a kernel write (or a
+#: tensor handed to unreadable code) first, then a write through ``.data``, then a torch
+#: write inside inference mode.
+_CITED_LAST = {DATA_WRITE: 1, INFERENCE_WRITE: 2}
+
+
 def kernel_writer(site: AllocationSite) -> str:
     """The kernel write a message cites, or why one is out of sight."""
     writes = site.kernel_writes
     if writes:
-        w = next((w for w in writes if w.kind not in (INFERENCE_WRITE, DATA_WRITE)), None)
-        w = w or next((w for w in writes if w.kind == DATA_WRITE), writes[0])
+        w = min(writes, key=lambda w: _CITED_LAST.get(w.kind, 0))  # a kernel's first
         if w.kind == INFERENCE_WRITE:
             return (
                 f"written in place only inside `inference_mode()`, where that cannot raise, "
