@@ -52,6 +52,7 @@ from imlint.vocabulary import (
     INFERENCE_MODE_NAMES,
     SIZED_FACTORIES,
     TENSOR_DERIVING_METHODS,
+    TENSOR_METHOD_NAMES,
     TENSOR_NEW_METHODS,
     TORCH_ALLOCATORS,
     TORCH_FACTORIES,
@@ -61,7 +62,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 49
+SUMMARY_VERSION = 50
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -861,6 +862,13 @@ def _module_level_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.Imp
             yield from _module_level_imports(stmt.orelse)
 
 
+def _tensor_call(text: str) -> bool:
+    """Whether a call the index cannot resolve reads as a tensor method's: a name of
+    ``vocabulary.TENSOR_METHOD_NAMES`` called on anything but ``self`` or ``cls``."""
+    receiver, _, name = text.rpartition(".")
+    return bool(receiver) and receiver not in ("self", "cls") and name in TENSOR_METHOD_NAMES
+
+
 def summarize(
     path: str, text: str, options: AnalysisOptions, tree: ast.Module | None = None
 ) -> FileSummary:
@@ -1258,7 +1266,7 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
                 for text, region in d.calls:
                     target = self.resolve(s, d, text)
                     if target is None:
-                        if not self._is_external(s, text):
+                        if not self._is_external(s, text) and not _tensor_call(text):
                             name = text.rsplit(".", 1)[-1].lstrip("?")
                             if name:
                                 self.unresolved_sites.setdefault(name, []).append((caller, text))

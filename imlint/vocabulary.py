@@ -157,6 +157,13 @@ NON_TENSOR_METHODS = frozenset(
 )
 
 
+#: Method names of ``torch.Tensor`` that a call on a receiver of unknown type is read
+#: as (``x.clone()``, ``buf.to(device)``, ``t.float()``): the index does not take such a
+#: call for a call of a project method of the same name, which would tie every tensor
+#: conversion in the tree to, say, a sequence class's ``clone``.
+TENSOR_METHOD_NAMES = TENSOR_DERIVING_METHODS | TENSOR_NEW_METHODS | NON_TENSOR_METHODS
+
+
 def name_matches(qualified: str, configured: frozenset[str]) -> bool:
     """Whether a qualified name matches one of the configured names.
 

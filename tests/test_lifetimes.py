@@ -1192,3 +1192,50 @@ def test_an_object_handed_in_a_list_literal_is_handed(tmp_path):
     assert _findings(tmp_path, files) == [("saliency.py", 12, "IM001")]
     dropped = apply.replace("model.blocks = nn.ModuleList([tally])", "nn.ModuleList([tally])")
     assert _findings(tmp_path, {"pkg/apply.py": dropped}) == []
+
+
+def test_a_tensor_method_on_an_unknown_receiver_is_not_a_project_method(tmp_path):
+    # A sequence class with its own ``clone``; the model's forward clones a tensor that
+    # it keeps on a global. ``x.clone()`` is torch's clone, not ``Seq.clone``: the
+    # sequences stay made per call (the job's, dropped with it).
+    seq = """
+    import torch
+
+    class Seq:
+        def __init__(self, n):
+            self.n = n
+            self.t = None
+
+        def grow(self):
+            if self.t is None:
+                self.t = torch.empty(self.n)
+            self.t.zero_()
+
+        def clone(self):
+            return Seq.from_n(self.n)
+
+        @staticmethod
+        def from_n(n):
+            return Seq(n)
+    """
+    used = """
+    from pkg.seq import Seq
+
+    KEPT = {}
+
+    def forward(layer, x):
+        x = layer(x)
+        KEPT["x"] = x.clone()
+        return x
+
+    def job(n):
+        s = Seq(n)
+        c = s.clone()
+        c.grow()
+        return n
+    """
+    files = {"pkg/seq.py": seq, "pkg/model.py": used}
+    assert _findings(tmp_path, files) == []
+    # Called on the sequence itself (its type known), the clone is what the global keeps.
+    kept = used.replace('KEPT["x"] = x.clone()', 'seq = Seq(4)\n        KEPT["x"] = seq.clone()')
+    assert _findings(tmp_path, {**files, "pkg/model.py": kept}) == [("seq.py", 11, "IM001")]
