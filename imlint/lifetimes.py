@@ -300,6 +300,17 @@ class Construction:
                     constructed.add(v)
         return waiting, constructed
 
+    def _family(self, target: Target, eager: set[Target]) -> set[Target]:
+        """For a method without parameters that its own class's constructor calls
+        (``self.capture()`` in ``__init__``): that class and its subclasses, else
+        nothing. Every instance of the class ran it while it was built, so a call from
+        anywhere else (``runner.capture()`` by name, on an instance made elsewhere) runs
+        it again on a built object: only callers inside the family still decide."""
+        own = self.class_of(target)
+        if own is None or own not in eager:
+            return set()
+        return {own} | self.index.subclasses(own)
+
     def solve(self) -> set[Target]:
         """The greatest fixed point (functions that call each other, a backend's method
         that delegates to its sub-backends' method of the same name, stay construction
@@ -318,9 +329,16 @@ class Construction:
             if target not in found:
                 continue
             rest, eager = waiting[target]
+            built_here: set[Target] = set()
             if eager is not None:
+                built_here = self._family(target, eager)  # its own constructor calls it
                 eager = eager | {cls for c in rest if c in found and (cls := class_of(c))}
-            if not all(c in found or (eager and class_of(c) in eager) for c in rest):
+            if not all(
+                c in found
+                or (eager and class_of(c) in eager)
+                or (built_here and class_of(c) not in built_here)
+                for c in rest
+            ):
                 found.discard(target)
                 queue.extend(called_by.get(target, ()))
         grounded = found & constructed

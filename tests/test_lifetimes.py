@@ -1239,3 +1239,85 @@ def test_a_tensor_method_on_an_unknown_receiver_is_not_a_project_method(tmp_path
     # Called on the sequence itself (its type known), the clone is what the global keeps.
     kept = used.replace('KEPT["x"] = x.clone()', 'seq = Seq(4)\n        KEPT["x"] = seq.clone()')
     assert _findings(tmp_path, {**files, "pkg/model.py": kept}) == [("seq.py", 11, "IM001")]
+
+
+def test_a_method_its_own_constructor_runs_is_construction_for_every_caller(tmp_path):
+    # The graph runner captures in its constructor; ``capture`` (no parameters) builds
+    # the capture-time metadata. Another module calls ``.capture()`` by name on an
+    # object it cannot type: on a runner that call runs capture again, on a built one.
+    runner = """
+    import torch
+
+    class Backend:
+        def __init__(self):
+            self.meta = {}
+
+        def init_meta(self, bs):
+            m = self.meta.get(bs)
+            if m is None:
+                m = self.meta[bs] = torch.zeros(bs)
+            m.zero_()
+
+    class GraphRunner:
+        def __init__(self, backend):
+            self.backend = backend
+            self.capture()
+
+        def capture(self):
+            for bs in (1, 2, 4):
+                self.backend.init_meta(bs)
+    """
+    other = """
+    def graph_capture(comm):
+        with comm.capture():
+            pass
+    """
+    files = {"pkg/runner.py": runner, "pkg/other.py": other}
+    assert _findings(tmp_path, files) == []
+    # A subclass built without capturing (its own constructor) first captures later.
+    lazy = (
+        runner
+        + """
+    class LateRunner(GraphRunner):
+        def __init__(self, backend):
+            self.backend = backend
+
+        def warm(self):
+            self.capture()
+    """
+    )
+    assert _findings(tmp_path, {**files, "pkg/runner.py": lazy}) == [("runner.py", 11, "IM001")]
+
+
+def test_a_method_only_its_own_methods_call_first_is_not_built_by_them(tmp_path):
+    # ``query_mask`` fills a class-level mask on first use; ``query_fault`` of the same
+    # class calls it (and a sentinel's constructor calls that), and outside code calls
+    # it by name: no constructor of the manager calls it, so the poll may be first.
+    code = """
+    import torch
+
+    class Manager:
+        _mask = None
+
+        def __init__(self, n):
+            self.n = n
+
+        def query_mask(self):
+            if Manager._mask is None:
+                Manager._mask = torch.zeros(self.n)
+            Manager._mask.zero_()
+            return Manager._mask
+
+        def query_fault(self):
+            return self.query_mask().any()
+    """
+    user = """
+    class Sentinel:
+        def __init__(self, manager):
+            self.healthy = not manager.query_fault()
+
+    def poll(manager):
+        return manager.query_mask()
+    """
+    files = {"pkg/m.py": code, "pkg/user.py": user}
+    assert _findings(tmp_path, files) == [("m.py", 12, "IM001")]
