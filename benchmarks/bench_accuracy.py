@@ -884,6 +884,45 @@ def score_json(s: TreeScore) -> dict[str, Any]:
     }
 
 
+# -------------------------------------------------------------------------------- census
+
+
+def print_census(folders: list[str], scored: list[str], runs: dict[str, ImlintRun]) -> None:
+    """Every label of every folder read as one set (a finding labelled in any sample
+    counts once), against each tree's findings under the default rules: how much of
+    the tree's output carries a label, and the precision over all of it. Where a tree's
+    output is labelled whole, that precision is the tree's, not a sample's estimate; it
+    includes findings the rules were tuned on."""
+    labels: dict[Key, Label] = {}
+    for folder in folders:
+        for key, label in load_labels(scored, folder).items():
+            labels.setdefault(release_free(key), label)
+    rows = []
+    for tree in scored:
+        seen: set[Key] = set()
+        tp = fp = unsure = 0
+        for f in runs[tree].findings:
+            if f.code not in DEFAULT_CODES or f.key in seen:
+                continue
+            seen.add(f.key)
+            label = labels.get(release_free(f.key))
+            if label is None:
+                continue
+            tp += label.verdict == "TP"
+            fp += label.verdict == "FP"
+            unsure += label.verdict not in ("TP", "FP")
+        if not seen:
+            continue
+        labelled = tp + fp + unsure
+        rows.append(
+            [tree, str(len(seen)), f"{labelled}/{len(seen)}", str(tp), str(fp), str(unsure),
+             fmt_ratio(tp, tp + fp), fmt_ci(tp, tp + fp)]
+        )  # fmt: skip
+    print("\ncensus (default rules; every folder's labels as one set)")
+    header = ["tree", "findings", "labelled", "TP", "FP", "unsure", "precision", "95% CI"]
+    print_table(header, rows)
+
+
 # --------------------------------------------------------------------------------- modes
 
 
@@ -903,8 +942,7 @@ def sample_mode(args: argparse.Namespace, trees: list[str]) -> int:
                 labelled.update(map(release_free, load_labels(TREES, folder)))
     records: list[dict[str, Any]] = []
     for tree in trees:
-        ensure_tree(tree)
-        run = run_imlint(tree, args.jobs, args.extend_select, args.config)
+        run = saved_run(tree, args)  # with --findings, what an earlier run kept there
         pool: list[Finding] = []
         seen: set[Key] = set()
         for f in run.findings:  # one finding per key: a label covers them all
@@ -1017,6 +1055,12 @@ def parse_args() -> argparse.Namespace:
         help="keep each tree's findings in DIR/<tree>.json and score those on later runs "
         "instead of running imlint again (delete them after changing imlint)",
     )
+    ap.add_argument(
+        "--census",
+        action="store_true",
+        help="also print, per tree, how much of the default-rule output any folder labels "
+        "and the precision over all of it",
+    )
     ap.add_argument("-j", "--jobs", type=int, help="passed to imlint (default: its own)")
     ap.add_argument(
         "--extend-select",
@@ -1064,6 +1108,9 @@ def main() -> int:
             print(f"\n===== {folder}")
         reports[folder] = score_folder(folder, scored, runs, known, args.verbose)
         regressions += len(reports[folder]["lost_tps"]) + len(reports[folder]["reported_fps"])
+    if args.census:
+        everything = [p.name for p in ACCURACY.iterdir() if p.is_dir()]
+        print_census(sorted(set(everything) - {"known", "samples"}), scored, runs)
     if SEED_TREE in trees:
         print(f"seed checks ({SEED_TREE}):")
         for name, ok, detail in checks:
