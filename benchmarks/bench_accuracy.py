@@ -1024,7 +1024,8 @@ def saved_run(tree: str, args: argparse.Namespace) -> ImlintRun:
             saved.write_text(json.dumps(data) + "\n", encoding="utf-8")
     print(
         f"{tree}: {files} files, {len(run.findings)} findings, "
-        f"{len(run.errors)} errors, {run.seconds:.1f} s"
+        f"{len(run.errors)} errors, {run.seconds:.1f} s",
+        file=sys.stderr,
     )
     return run
 
