@@ -940,12 +940,15 @@ def sample_mode(args: argparse.Namespace, trees: list[str]) -> int:
         for folder in sorted(p.name for p in ACCURACY.iterdir() if p.is_dir()):
             if folder not in ("known", "samples"):
                 labelled.update(map(release_free, load_labels(TREES, folder)))
+    codes = DEFAULT_CODES | {c.strip() for c in (args.extend_select or "").split(",") if c.strip()}
     records: list[dict[str, Any]] = []
     for tree in trees:
         run = saved_run(tree, args)  # with --findings, what an earlier run kept there
         pool: list[Finding] = []
         seen: set[Key] = set()
         for f in run.findings:  # one finding per key: a label covers them all
+            if f.code not in codes:
+                continue  # a saved run's extra rules (IM005) when --extend-select has none
             if f.key in seen or release_free(f.key) in labelled:
                 continue
             seen.add(f.key)
