@@ -102,6 +102,17 @@ def is_fresh(value: cst.BaseExpression, imports: ImportMap) -> bool:
     return False
 
 
+def _builtin_dict(e: cst.Call, f: FunctionModel) -> bool:
+    """A call of the builtin ``dict`` with keyword arguments, the keys of its entries
+    (``dict(arr=t)`` is keyed as ``{"arr": t}``)."""
+    return (
+        isinstance(e.func, cst.Name)
+        and e.func.value == "dict"
+        and not f.is_local("dict")
+        and any(a.keyword is not None for a in e.args)
+    )
+
+
 def _constant_key(e: cst.Subscript) -> str | None:
     """``d["name"]``: the constant string key of a one-element subscript (a tensor cannot
     be indexed by a string, so this reads a mapping's entry)."""
@@ -326,6 +337,10 @@ class FunctionAnalysis:
                     key = string_value(el.key) if isinstance(el, cst.DictElement) else None
                     inner = self.tokens(el.value, seen, at)
                     out |= {f"@{key}>{t}" for t in inner} if key is not None else inner
+            elif isinstance(e, cst.Call) and _builtin_dict(e, self.f):  # ``dict(arr=t)``
+                for a in e.args:
+                    inner = self.tokens(a.value, seen, at)
+                    out |= {f"@{a.keyword.value}>{t}" for t in inner} if a.keyword else inner
             elif isinstance(e, cst.Tuple):  # ``return a, b``: items tagged by position
                 for i, item in enumerate(e.elements):
                     inner = self.tokens(item.value, seen, at)

@@ -160,6 +160,32 @@ def test_entries_with_constant_keys_are_separate_buffers():
     assert codes(sliced) == [(7, "IM001"), (8, "IM005")]
 
 
+def test_a_dict_built_by_keywords_keeps_its_entries_apart():
+    # ``dict(arr=..., other=...)`` is the literal ``{"arr": ..., "other": ...}``: a write
+    # of one entry is not a write of the other.
+    code = """
+    import torch
+
+    class Layer:
+        def __init__(self):
+            self._state = {}
+
+        def forward(self, key, n, pin):
+            st = self._state.get(key)
+            if st is None:
+                st = dict(arr=torch.empty(n), other=torch.empty(n))
+                self._state[key] = st
+            st["arr"].copy_(pin)
+            return st
+    """
+    assert codes(code) == [(11, "IM001"), (11, "IM002")]
+    literal = code.replace(
+        "dict(arr=torch.empty(n), other=torch.empty(n))",
+        '{"arr": torch.empty(n), "other": torch.empty(n)}',
+    )
+    assert codes(literal) == [(11, "IM001"), (11, "IM002")]
+
+
 def test_a_test_of_another_key_is_not_a_cache_test():
     code = """
     import torch
