@@ -887,6 +887,14 @@ def score_json(s: TreeScore) -> dict[str, Any]:
 # -------------------------------------------------------------------------------- census
 
 
+def label_folders() -> list[str]:
+    """Every folder of finding labels: the tuning corpus and each sample (``known/``
+    holds known positives, ``samples/`` unlabelled draws)."""
+    return sorted(
+        p.name for p in ACCURACY.iterdir() if p.is_dir() and p.name not in ("known", "samples")
+    )
+
+
 def print_census(folders: list[str], scored: list[str], runs: dict[str, ImlintRun]) -> None:
     """Every label of every folder read as one set (a finding labelled in any sample
     counts once), against each tree's findings under the default rules: how much of
@@ -937,9 +945,8 @@ def sample_mode(args: argparse.Namespace, trees: list[str]) -> int:
     # releases of a package: code labelled on vllm 0.33.0 is not fresh in 0.34.0
     labelled: set[Key] = set()
     if args.exclude_labelled:
-        for folder in sorted(p.name for p in ACCURACY.iterdir() if p.is_dir()):
-            if folder not in ("known", "samples"):
-                labelled.update(map(release_free, load_labels(TREES, folder)))
+        for folder in label_folders():
+            labelled.update(map(release_free, load_labels(TREES, folder)))
     codes = DEFAULT_CODES | {c.strip() for c in (args.extend_select or "").split(",") if c.strip()}
     records: list[dict[str, Any]] = []
     for tree in trees:
@@ -1113,8 +1120,7 @@ def main() -> int:
         reports[folder] = score_folder(folder, scored, runs, known, args.verbose)
         regressions += len(reports[folder]["lost_tps"]) + len(reports[folder]["reported_fps"])
     if args.census:
-        everything = [p.name for p in ACCURACY.iterdir() if p.is_dir()]
-        print_census(sorted(set(everything) - {"known", "samples"}), scored, runs)
+        print_census(label_folders(), scored, runs)
     if SEED_TREE in trees:
         print(f"seed checks ({SEED_TREE}):")
         for name, ok, detail in checks:
