@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from imlint import __version__
+from imlint import __version__, evidence
 from imlint.baseline import BaselineError, LineCache, load_baseline
 from imlint.baseline import write_baseline as write_baseline_file
 from imlint.config import ConfigError, Settings
@@ -199,11 +199,19 @@ def common_options(f: Callable[..., Any]) -> Callable[..., Any]:
     help="Print the settings the first file is checked under, and where they come from.",
 )
 @click.option("--show-files", is_flag=True, help="Print the files that would be checked.")
+@click.option(
+    "--probe",
+    "probe_file",
+    metavar="FILE",
+    help="Mark findings whose site `imlint probe` (its JSON, FILE) saw allocated under "
+    "inference mode as armed (observed), and note sites it saw allocated normally.",
+)
 def check(
     apply_fix: bool,
     write_baseline: str | None,
     show_settings: bool,
     show_files: bool,
+    probe_file: str | None,
     **kwargs: Any,
 ) -> None:
     """Check PATHS (default: the current directory) and report findings.
@@ -215,7 +223,7 @@ def check(
 
         sys.exit(show(kwargs, settings=show_settings))
     mode = "diff" if kwargs["diff"] else "fix" if apply_fix else "check"
-    sys.exit(run(mode=mode, write_baseline=write_baseline, **kwargs))
+    sys.exit(run(mode=mode, write_baseline=write_baseline, probe_file=probe_file, **kwargs))
 
 
 @cli.command()
@@ -302,9 +310,11 @@ def run(
     unsafe_fixes: bool | None = None,
     respect_gitignore: bool | None = None,
     max_file_size: int | None = None,
+    probe_file: str | None = None,
 ) -> int:
     del diff  # folded into ``mode``
     try:
+        observed = evidence.load(probe_file) if probe_file is not None else None
         resolver = SettingsResolver(
             Overrides.from_flags(
                 config, select, extend_select, ignore, timeout=timeout,
@@ -313,8 +323,8 @@ def run(
             )
         )  # fmt: skip
         settings = resolver.for_path(stdin_filename or (paths[0] if paths else "."))
-    except ConfigError as exc:
-        click.echo(str(exc), err=True)
+    except (ConfigError, evidence.EvidenceError) as exc:
+        click.echo(str(exc) if isinstance(exc, ConfigError) else f"error: {exc}", err=True)
         return 2
     lines_of = LineCache()
     progress = Progress.for_terminal(sys.stderr, quiet)
@@ -341,7 +351,7 @@ def run(
         if progress is not None:
             progress.close()
     errors += [(o.path, o.error) for o in outcomes if o.error is not None]
-    findings, guarded = _in_report_order(outcomes)
+    findings, guarded = _in_report_order(outcomes, observed)
     try:
         if write_baseline is not None:
             return _write_baseline(write_baseline, findings, errors, lines_of)
@@ -377,12 +387,18 @@ def _exit_code(
     return 1 if left and not exit_zero else 0
 
 
-def _in_report_order(outcomes: list[Outcome]) -> tuple[list[Finding], list[Finding]]:
-    """The findings, armed ones (an inference-mode region reaches them) first, then
-    errors; and the sites every caller guards, in source order."""
+def _in_report_order(
+    outcomes: list[Outcome], observed: dict[tuple[str, int], evidence.Observation] | None
+) -> tuple[list[Finding], list[Finding]]:
+    """The findings (with what a probe run saw at their sites, if given), armed ones (an
+    inference-mode region reaches them) first, then errors; and the sites every caller
+    guards, in source order."""
+    found = [f for o in outcomes for f in o.findings]
+    if observed is not None:
+        found = evidence.mark(found, observed)
     findings = sorted(
-        (f for o in outcomes for f in o.findings),
-        key=lambda f: (not f.armed, f.severity != "error", f.sort_key()),
+        found,
+        key=lambda f: (f.armed_rank(), f.severity != "error", f.sort_key()),
     )
     guarded = sorted((f for o in outcomes for f in o.guarded), key=Finding.sort_key)
     return findings, guarded

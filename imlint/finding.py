@@ -9,6 +9,9 @@ if TYPE_CHECKING:
     from imlint.semantic import AllocationSite
 
 
+_TIER_RANK = {"observed": 0, "exact": 1, "dispatch": 2}
+
+
 @dataclass(frozen=True)
 class Finding:
     """One reported problem. ``site`` links back to the model for the fixer."""
@@ -34,10 +37,29 @@ class Finding:
     #: region, or why none was found; ``armed`` when a path exists.
     reach: str | None = None
     armed: bool = False
+    #: how strong the evidence of a path is: ``observed`` (a probe run saw the site
+    #: allocated under inference mode), ``exact`` (every call on the path resolved),
+    #: ``dispatch`` (through calls by name: *may be* armed), or "" (none found)
+    tier: str = ""
+    #: what ``imlint probe`` saw at the site (``imlint check --probe``): the counts of
+    #: ``evidence.Observation``, or None
+    observed: dict[str, object] | None = None
     #: the line of the statement that keeps the tensor (``self._buf = buf`` after ``buf =
     #: torch.empty(n)``), when it is not the reported line's
     kept_line: int | None = None
     site: AllocationSite | None = field(default=None, compare=False, repr=False, hash=False)
+
+    def armed_rank(self) -> int:
+        """Report order by the evidence of a path: observed, exact, dispatch, none."""
+        return _TIER_RANK.get(self.tier, 1 if self.armed else 3)
+
+    def armed_mark(self) -> str:
+        """`` [armed]``, `` [armed (observed)]``, `` [may be armed]`` or ""."""
+        if self.tier == "observed":
+            return " [armed (observed)]"
+        if self.tier == "dispatch":
+            return " [may be armed]"
+        return " [armed]" if self.armed else ""
 
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.line, self.col, self.code)
@@ -59,6 +81,8 @@ class Finding:
             "function": self.function,
             "statement": self.statement,
             "armed": self.armed,
+            "tier": self.tier,
+            "observed": self.observed,
             "reach": self.reach,
             "kept_line": self.kept_line,
         }

@@ -6,13 +6,19 @@ for the message), whether every call path passes through ``inference_mode(False)
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from imlint.kinds import MODE_OFF_REGIONS, MODULE_SCOPE, THREAD_REGION
+from imlint.kinds import (
+    ARMING_REGIONS,
+    MAYBE_REGION,
+    MODE_OFF_REGIONS,
+    MODULE_SCOPE,
+    THREAD_REGION,
+)
 
 if TYPE_CHECKING:
-    from imlint.project import FileSummary, Target
+    from imlint.project import DefSummary, FileSummary, Target
 
 
 @dataclass
@@ -22,11 +28,31 @@ class Reach:
     armed: bool
     path: list[str]  # region owner first, the site's function last
     unresolved: int  # unresolved calls that might lead to the function, when no path
+    #: ``exact``: every call on the path is resolved; ``dispatch``: some are calls by
+    #: name (``index_dispatch.py``), at most ``candidates`` methods each; "": no path
+    tier: str = ""
+    candidates: int = 0
+    #: other regions that reach the function in the same tier
+    others: list[str] = field(default_factory=list)
 
     def text(self) -> str:
+        if self.tier == "dispatch":
+            how = f"through calls by name of at most {self.candidates} candidates"
+            if not self.candidates:
+                how = "through a call of a base class's method that an override answers"
+            text = f"may be armed, {how}: " + " -> ".join(self.path)
+            if self.others:
+                shown = ", ".join(self.others[:3])
+                more = f" and {len(self.others) - 3} more" if len(self.others) > 3 else ""
+                text += f" (also from {shown}{more})"
+            return text
         if self.armed:
             return " -> ".join(self.path)
         return f"no path found ({self.unresolved} unresolved calls)"
+
+
+def _label(region: str) -> str:
+    return "inference_mode on some paths" if region == MAYBE_REGION else "inference_mode"
 
 
 class ReachFinder:
@@ -37,6 +63,8 @@ class ReachFinder:
     modules: dict[str, FileSummary]
     #: callee -> (caller, the mode of the region the call is in)
     callers: dict[Target, list[tuple[Target, str]]]
+    #: (caller, callee) -> how the edge's region came about (``index_regions.py``)
+    edge_notes: dict[tuple[Target, Target], str]
     #: last name -> the call sites by that name the index cannot resolve
     unresolved_sites: dict[str, list[tuple[Target, str]]]
 
@@ -48,6 +76,10 @@ class ReachFinder:
 
         def callers_of(self, target: Target) -> list[tuple[Target, str]]: ...
 
+        def def_mode(self, s: FileSummary, d: DefSummary) -> str: ...
+
+        def dispatch_reach(self, target: Target) -> tuple[list[str], int, list[str]] | None: ...
+
     def target_of(self, path: str, function: str) -> Target | None:
         s = self.files.get(path)
         if s is None or function not in s.defs:
@@ -58,12 +90,13 @@ class ReachFinder:
         """A shortest call path from an inference-mode region to ``target``."""
         s = self.modules.get(target[0])
         d = s.defs.get(target[1]) if s is not None else None
-        if d is not None and d.mode == "inference":
-            return Reach(True, [f"{target[1]} [inference_mode]"], 0)
+        if s is not None and d is not None and self.def_mode(s, d) in ARMING_REGIONS:
+            return Reach(True, [f"{target[1]} [{_label(self.def_mode(s, d))}]"], 0, "exact")
         parent: dict[Target, Target | None] = {target: None}
         queue = deque([target])
         unresolved = 0
         found: Target | None = None
+        found_region = ""
         while queue and found is None and len(parent) < limit:
             node = queue.popleft()
             unresolved += self.unresolved_count(node[1])
@@ -71,19 +104,28 @@ class ReachFinder:
                 if region in MODE_OFF_REGIONS or caller in parent:
                     continue
                 parent[caller] = node
-                if region == "inference":
-                    found = caller
+                if region in ARMING_REGIONS:
+                    found, found_region = caller, region
                     break
                 queue.append(caller)
         if found is None:
+            by_name = self.dispatch_reach(target)
+            if by_name is not None:
+                steps, candidates, others = by_name
+                return Reach(False, steps, unresolved, "dispatch", candidates, others)
             return Reach(False, [], unresolved)
         path: list[str] = []
         cursor: Target | None = found
         while cursor is not None:
             label = cursor[1] if cursor[1] != MODULE_SCOPE else f"{cursor[0]} (module)"
-            path.append(label + (" [inference_mode]" if cursor == found else ""))
-            cursor = parent[cursor]
-        return Reach(True, path, 0)
+            after = parent[cursor]
+            note = self.edge_notes.get((cursor, after)) if after is not None else None
+            mark = _label(found_region) if cursor == found else ""
+            if note:
+                mark = f"{mark} {note}" if mark else note
+            path.append(label + (f" [{mark}]" if mark else ""))
+            cursor = after
+        return Reach(True, path, 0, "exact")
 
     def covered(self, target: Target) -> str | None:
         """Why every call path to ``target`` passes through ``inference_mode(False)``,
@@ -135,7 +177,7 @@ class ReachFinder:
                 if d.kind == "function":
                     target = (s.module, d.qual)
                     everything.append(target)
-                    if d.mode == "inference":
+                    if self.def_mode(s, d) == "inference":
                         decorated.add(target)
         calls: dict[Target, list[Target]] = {}  # caller -> callees, outside a region
         for callee in everything:

@@ -172,3 +172,14 @@ def is_inplace_name(name: str) -> bool:
 THREAD_REGION = "thread"
 #: Call regions that run their callee with inference mode off.
 MODE_OFF_REGIONS = frozenset({"guarded", THREAD_REGION})
+#: The call region of a ``with`` block whose context managers the file cannot tell the
+#: mode of: ``cm:<call text>[|<call text>...]``, resolved over the project
+#: (``index_regions.RegionFinder``) to one of the regions here, or "".
+CM_REGION_PREFIX = "cm:"
+#: The call region of a context manager that enters inference mode on some paths only
+#: (``yield`` in an ``if use_im: with torch.inference_mode():`` branch and another
+#: outside): a path through it may arm a site, but code under it may also run with
+#: inference mode off.
+MAYBE_REGION = "maybe"
+#: Regions that turn inference mode on, always or on some paths (reach).
+ARMING_REGIONS = frozenset({"inference", MAYBE_REGION})

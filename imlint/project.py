@@ -29,10 +29,13 @@ from dataclasses import dataclass, field
 from imlint.guards import local_guards
 from imlint.holders import Holders
 from imlint.index_allocators import AllocatorFinder
+from imlint.index_dispatch import DispatchFinder
 from imlint.index_facts import FactsFinder
 from imlint.index_outside import OutsideFinder
 from imlint.index_reach import ReachFinder
+from imlint.index_regions import RegionFinder
 from imlint.kinds import (
+    CM_REGION_PREFIX,
     MODULE_SCOPE,
     SCRIPT_SCOPE,
     THREAD_REGION,
@@ -42,6 +45,7 @@ from imlint.options import AnalysisOptions
 from imlint.source import quiet_parse
 from imlint.summary_flags import FlagFacts, falsy_defaults
 from imlint.summary_names import NameFacts, is_main_guard
+from imlint.summary_regions import RegionFacts, join_regions
 from imlint.summary_stores import StoreFacts
 from imlint.summary_values import ValueOrigins, fixed_calls
 from imlint.summary_writes import BUILTINS as _BUILTINS
@@ -62,7 +66,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 51
+SUMMARY_VERSION = 52
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -155,6 +159,12 @@ class DefSummary:
     flag_args: list[tuple[str, str, str]] = field(default_factory=list)
     #: parameters whose default is a false constant (``in_capture=False``)
     falsy: list[str] = field(default_factory=list)
+    #: the modes a context manager enters (``summary_regions.RegionFacts``): the region
+    #: at each ``yield``, each mode object returned, or what ``__enter__`` enters
+    enters: list[str] = field(default_factory=list)
+    #: (call text, argument position or keyword, callable text): functions, methods and
+    #: the calls of a ``lambda`` handed to a call that may call them back
+    callables: list[tuple[str, str, str]] = field(default_factory=list)
 
     def to_data(self) -> tuple[object, ...]:
         return (
@@ -163,7 +173,7 @@ class DefSummary:
             self.pwrites, self.passes, self.results, self.pkept, self.kernel, self.rwrites,
             self.hands, self.sets, self.once, self.keywords, self.fixed, self.fresh,
             self.pitems, self.drops, self.star, self.setup, self.shapes, self.pattrs,
-            self.flagged, self.flag_args, self.falsy,
+            self.flagged, self.flag_args, self.falsy, self.enters, self.callables,
         )  # fmt: skip
 
     @classmethod
@@ -276,6 +286,11 @@ class _Scope:
     unpacked: dict[str, list[ast.expr]] = field(default_factory=dict)  # a, b = call()
     rebound: set[str] = field(default_factory=set)  # names bound by a loop or unpacking
     rwrites: set[tuple[str, str, str]] = field(default_factory=set)  # (call, kind, key)
+    #: the region at each ``yield``, and what ``__enter__`` enters (``RegionFacts``)
+    enters: list[str] = field(default_factory=list)
+    entered_modes: list[str] = field(default_factory=list)
+    enters_by_hand: bool = False
+    callables: set[tuple[str, str, str]] = field(default_factory=set)
     #: tests of ``if`` blocks that end by leaving (``if self._ws: return self._ws``)
     exits: list[ast.expr] = field(default_factory=list)
     #: call text -> the parameters whose truth every call by it waits on
@@ -338,7 +353,9 @@ class _FastVisitor:
                 visit(value)
 
 
-class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, FlagFacts, NameFacts, _FastVisitor):
+class _Summarizer(
+    StoreFacts, WriteFacts, ValueOrigins, FlagFacts, NameFacts, RegionFacts, _FastVisitor
+):
     """One walk over a module's ``ast`` tree; see :class:`DefSummary` for what it keeps."""
 
     def __init__(self, module: str, is_package: bool, options: AnalysisOptions) -> None:
@@ -455,7 +472,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, FlagFacts, NameFacts, _F
         static = classmethod_ = False
         plain = True  # no decorator that may keep what it returns (a memo of its own)
         for dec in node.decorator_list:
-            m = self.mode_of(dec)
+            m = self.decorator_region(dec)
             if m and not mode:
                 mode = m
             target = _dotted(dec.func if isinstance(dec, ast.Call) else dec) or ""
@@ -469,7 +486,7 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, FlagFacts, NameFacts, _F
                 cached = True
             static = static or last == "staticmethod"
             classmethod_ = classmethod_ or last == "classmethod"
-            plain = plain and bool(m or last in ("staticmethod", "classmethod"))
+            plain = plain and bool(self.mode_of(dec) or last in ("staticmethod", "classmethod"))
         args = node.args
         positional = [a.arg for a in (*args.posonlyargs, *args.args)]
         self_name = positional[0] if cls is not None and positional and not static else None
@@ -556,13 +573,10 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, FlagFacts, NameFacts, _F
     # ---- regions
 
     def _with(self, node: ast.With | ast.AsyncWith) -> None:
-        mode = ""
         for item in node.items:
             self.visit(item.context_expr)
-            mode = self.mode_of(item.context_expr) or mode
         saved = self.region
-        if mode:
-            self.region = mode
+        self.region = join_regions(saved, self.with_region(node.items))
         for stmt in node.body:
             self.visit(stmt)
         self.region = saved
@@ -589,12 +603,14 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, FlagFacts, NameFacts, _F
             if scope.summary.kind == "function":
                 self._param_writes(node, callee, launch, scope)
             self._handed(node, callee, scope)
+            self.handed_callables(node, callee, scope)
             head = callee.split(".", 1)[0]
             if "." in callee and head not in self.imports and head not in _BUILTINS:
                 _merge_shape(node, callee, scope)  # a method call the index may not resolve
             if head not in _BUILTINS or head in self.imports or head in self.defs:
                 scope.calls.add((callee, self.region))
                 self._flag_call(node, callee, scope)
+        self.entered_by_hand(node, scope)
         if self.qualify(text) == "threading.Thread":
             # ``Thread(target=self._run)``: the target runs in a new thread, where
             # inference mode is off (it is per thread), whatever mode starts it.
@@ -663,6 +679,8 @@ class _Summarizer(StoreFacts, WriteFacts, ValueOrigins, FlagFacts, NameFacts, _F
         s.results = self._results(scope)
         s.fresh = scope.plain and _returns_fresh(scope, self._fresh_call)
         s.pkept, s.pitems = _kept_params(scope)
+        s.enters = self.finish_regions(scope)
+        s.callables = sorted(scope.callables)
         self._allocations(scope)
 
     def _results(self, scope: _Scope) -> list[tuple[str, str]]:
@@ -869,6 +887,48 @@ def _tensor_call(text: str) -> bool:
     return bool(receiver) and receiver not in ("self", "cls") and name in TENSOR_METHOD_NAMES
 
 
+def _keep_callables(defs: dict[str, DefSummary], imports: dict[str, str]) -> None:
+    """Of the arguments a file's calls hand over, keep those that may be callables the
+    index can resolve: a function or class the file defines (nested ones too) or
+    imports, ``mod.f`` of an import, ``self.m``; plain data (``f(x, self.buf)`` is kept
+    too, only ``self.<name>`` cannot be told apart) is left out."""
+    names = {q.rsplit(".", 1)[-1] for q in defs} | set(imports)
+    for d in defs.values():
+        if d.callables:
+            d.callables = [
+                c for c in d.callables if c[2].split(".", 1)[0] in names or c[2].startswith("self.")
+            ]
+
+
+def _enclosing_method(s: FileSummary, d: DefSummary) -> DefSummary | None:
+    """The method a closure is nested in (its ``self`` is that method's)."""
+    qual = d.qual.rpartition(".")[0]
+    while qual:
+        outer = s.defs.get(qual)
+        if outer is None or outer.kind != "function":
+            return None
+        if outer.cls:
+            return outer
+        qual = qual.rpartition(".")[0]
+    return None
+
+
+def _nested_def(s: FileSummary, d: DefSummary, text: str) -> str | None:
+    """The function nested in ``d`` (or in a function around it) that a plain name
+    calls: ``forward_fn`` defined inside the method that calls or hands it."""
+    if d.kind != "function" or "." in text:
+        return None
+    qual = d.qual
+    while True:
+        found = s.defs.get(f"{qual}.{text}")
+        if found is not None and found.kind == "function":
+            return found.qual
+        qual = qual.rpartition(".")[0]
+        outer = s.defs.get(qual) if qual else None
+        if outer is None or outer.kind != "function":
+            return None
+
+
 def summarize(
     path: str, text: str, options: AnalysisOptions, tree: ast.Module | None = None
 ) -> FileSummary:
@@ -890,6 +950,7 @@ def summarize(
         s.visit(stmt)
     s._finish(s.scopes[0])
     s.resolve_names()
+    _keep_callables(s.defs, s.imports)
     may_allocate = s.may_allocate or bool(s.name_calls & s.allocating_names)
     return FileSummary(
         path,
@@ -950,7 +1011,9 @@ def summary_digest(data: object) -> str:
 Target = tuple[str, str]
 
 
-class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
+class ProjectIndex(
+    AllocatorFinder, ReachFinder, RegionFinder, DispatchFinder, FactsFinder, OutsideFinder
+):
     """All summaries of a run, joined: resolution, allocators (``index_allocators.py``),
     call graph."""
 
@@ -993,6 +1056,8 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
         self._private_refs: frozenset[str] | None = None
         self._templates: frozenset[str] | None = None
         self._shapes: dict[int, dict[str, tuple[int, tuple[str, ...]]]] = {}  # accepts
+        self._init_regions()
+        self._init_dispatch()
         self._build()
 
     # ---- resolution
@@ -1247,6 +1312,14 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
         return None
 
     def resolve(self, s: FileSummary, d: DefSummary, text: str) -> Target | None:
+        nested = _nested_def(s, d, text)
+        if nested is not None:
+            return (s.module, nested)
+        if not d.cls and d.kind == "function" and text.startswith(("self.", "super()")):
+            method = _enclosing_method(s, d)
+            if method is None:
+                return None
+            d = method  # a closure: ``self`` is its method's
         own = text.startswith(("self.", "super()")) or text.split(".", 1)[0] in d.types
         key = (s.path, d.qual if own else "", text)
         if key in self._resolved:
@@ -1270,6 +1343,8 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
                             name = text.rsplit(".", 1)[-1].lstrip("?")
                             if name:
                                 self.unresolved_sites.setdefault(name, []).append((caller, text))
+                                modes = self.unresolved_modes.setdefault((caller, text), set())
+                                modes.add(self.call_region(s, d, region))
                                 if not text.startswith(("self.", "cls.")):
                                     site = (caller, text)
                                     self.unresolved_plain.setdefault(name, []).append(site)
@@ -1280,10 +1355,15 @@ class ProjectIndex(AllocatorFinder, ReachFinder, FactsFinder, OutsideFinder):
                         if init is None:
                             continue
                         target = init
-                    self.callers.setdefault(target, []).append((caller, region or d.mode))
+                    mode = self.call_region(s, d, region)
+                    self.callers.setdefault(target, []).append((caller, mode))
+                    if region.startswith(CM_REGION_PREFIX) and self.region_mode(s, d, region):
+                        via = self.region_via(s, d, region)
+                        self.edge_notes[(caller, target)] = f"via `{via}`"
                     made = self.builds(caller, text)
                     if made is not None:
                         self.building[(caller, target)] = made
+        self._callable_edges()
         # Writes read which functions run only inside inference mode (the call graph).
         self.confined = self.confined_functions()
         self.param_writes = param_writes(self)

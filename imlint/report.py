@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from imlint import __version__
 from imlint.baseline import LineCache, LinesOf, fingerprints, iter_code_chars
+from imlint.evidence import observed_text
 from imlint.finding import Finding
 from imlint.linediff import line_opcodes
 from imlint.roots import repository_path, repository_root
@@ -66,6 +67,9 @@ def summary(findings: Sequence[Finding], n_errors: int, n_files: int) -> str:
         armed = sum(f.armed for f in findings)
         if armed:
             text += f"; {armed} armed (reached from an inference-mode region)"
+        maybe = sum(f.tier == "dispatch" for f in findings)
+        if maybe:
+            text += f"; {maybe} may be armed (through calls by name)"
     else:
         text = f"No findings in {plural(n_files, 'file')}"
     if n_errors:
@@ -79,13 +83,16 @@ def write_text(
     """``path:line:col: CODE [*] message``; ``[*]`` marks what ``imlint fix`` can fix,
     ``[armed]`` what an inference-mode region reaches; ``reach``: the call path below."""
     for f in findings:
-        mark = (" [*]" if f.fixable else "") + (" [armed]" if f.armed else "")
+        mark = (" [*]" if f.fixable else "") + f.armed_mark()
         why = ""
         if reasons and f.unfixable_reason:
             why = f" (not fixed: {f.unfixable_reason})"
         elif reasons and f.applicability == "unsafe" and not f.fixable:
             why = f" (unsafe fix not applied, `--unsafe-fixes` applies it: {f.unsafe_reason})"
         out.write(f"{display_path(f.path)}:{f.line}:{f.col}: {f.code}{mark} {f.message}{why}\n")
+        seen = observed_text(f)
+        if seen:
+            out.write(f"    {seen}\n")
         if reach and f.reach:
             out.write(f"    reach: {f.reach}\n")
 
@@ -294,11 +301,14 @@ def write_source(
         return f"{style}{text}{_RESET}" if color and text else text
 
     for f in findings:
-        mark = (" [*]" if f.fixable else "") + (" [armed]" if f.armed else "")
+        mark = (" [*]" if f.fixable else "") + f.armed_mark()
         out.write(
             f"{paint(_BOLD, f'{display_path(f.path)}:{f.line}:{f.col}:')} {paint(_BOLD_RED, f.code)}{mark} "
             f"{f.message}\n"
         )
+        seen = observed_text(f)
+        if seen:
+            out.write(f"    {seen}\n")
         if reach and f.reach:
             out.write(f"    reach: {f.reach}\n")
         lines = lines_of(f.path)
@@ -569,7 +579,10 @@ def _sarif_result(
     properties: dict[str, object] = {"fixable": f.fixable, "function": f.function}
     if f.reach is not None:
         properties["armed"] = f.armed
+        properties["tier"] = f.tier
         properties["reach"] = f.reach
+    if f.observed is not None:
+        properties["observed"] = f.observed
     if f.unfixable_reason:
         properties["unfixableReason"] = f.unfixable_reason
     if f.applicability:

@@ -553,12 +553,12 @@ def _add_reach(outcome: Outcome, reach_of: dict[str, Any], index: Any) -> None:
             target = idx.target_of(outcome.path, f.function)
             r = idx.reach(target) if target is not None else None
             reach_of[rkey] = (
-                (r.armed, r.text())
+                (r.armed, r.tier, r.text())
                 if r is not None
-                else (False, "no path found (function not indexed)")
+                else (False, "", "no path found (function not indexed)")
             )
-        armed, text = reach_of[rkey]
-        updated.append(dataclasses.replace(f, armed=armed, reach=text))
+        armed, tier, text = reach_of[rkey]
+        updated.append(dataclasses.replace(f, armed=armed, tier=tier, reach=text))
     outcome.findings = updated
 
 

@@ -88,6 +88,8 @@ def test_json_output_is_a_list_of_stable_objects(tmp_path):
         "function",
         "statement",
         "armed",
+        "tier",
+        "observed",
         "reach",
         "kept_line",
         "url",

@@ -208,3 +208,95 @@ def test_gpu_capture_state_is_recorded(tmp_path):
         "Inplace update to inference tensor outside InferenceMode is not allowed" in mask["outcome"]
     )
     print(json.dumps(rows_by_mode["capture"][1] + rows, indent=1))
+
+
+# Two more lazy sites beside the one the warm-up reaches: one the program allocates only
+# with inference mode off, one it never calls.
+MORE = """\
+import torch
+
+_OTHER = {}
+_NEVER = {}
+
+
+def cold(n):
+    if n not in _OTHER:
+        _OTHER[n] = torch.zeros(n)
+    _OTHER[n].add_(1)
+    return _OTHER[n]
+
+
+def never(n):
+    if n not in _NEVER:
+        _NEVER[n] = torch.zeros(n)
+    _NEVER[n].add_(1)
+    return _NEVER[n]
+"""
+
+
+def check_with(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "imlint", "check", "app", "--no-cache", *args],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_check_with_the_probe_marks_exactly_the_observed_sites(tmp_path):
+    make_package(tmp_path, "app", BUFFERS)
+    (tmp_path / "app" / "more.py").write_text(MORE)
+    main = tmp_path / "app" / "main.py"
+    main.write_text(
+        main.read_text().replace(
+            "from app.buffers import step\n",
+            "from app.buffers import step\nfrom app.more import cold\n\ncold(3)\n",
+        )
+    )
+    probe(tmp_path, "--package", "app")
+    plain = json.loads(check_with(tmp_path, "--output-format", "json").stdout)
+    r = check_with(tmp_path, "--output-format", "json", "--probe", "probe.json")
+    assert r.returncode == 1, r.stderr
+    found = {(Path(d["path"]).name, d["line"]): d for d in json.loads(r.stdout)}
+    assert set(found) == {(Path(d["path"]).name, d["line"]) for d in plain}
+    warm, cold, never = found[("buffers.py", 9)], found[("more.py", 9)], found[("more.py", 16)]
+    assert warm["tier"] == "observed" and warm["armed"] is True
+    assert warm["observed"]["under_inference_mode"] == 1
+    assert warm["observed"]["threads"] == ["MainThread"]
+    assert warm["observed"]["outcome"].startswith("RuntimeError: Inplace update")
+    assert cold["tier"] != "observed" and cold["observed"]["under_inference_mode"] == 0
+    assert cold["observed"]["outside_inference_mode"] == 1
+    assert never["observed"] is None and never["tier"] == ""
+    # observed findings come first in text output, with what the probe saw under them
+    text = check_with(tmp_path, "--probe", "probe.json", "--no-show-source").stdout
+    lines = text.splitlines()
+    assert "buffers.py:9" in lines[0] and "[armed (observed)]" in lines[0]
+    assert lines[1] == (
+        "    observed: 1 of 1 allocations under inference mode (thread MainThread); first "
+        "in-place write outside it: zero_() -> RuntimeError: Inplace update to inference "
+        "tensor outside InferenceMode is not allowed"
+    )
+    assert "    observed: 1 allocations, none under inference mode" in lines
+    sarif = json.loads(
+        check_with(tmp_path, "--output-format", "sarif", "--probe", "probe.json").stdout
+    )
+    props = [res["properties"] for res in sarif["runs"][0]["results"]]
+    assert sorted(p.get("tier", "") for p in props).count("observed") == 1
+
+
+def test_a_bad_probe_file_is_a_one_line_error(tmp_path):
+    make_package(tmp_path, "app", BUFFERS)
+    for name, text in [
+        ("missing.json", None),
+        ("junk.json", "{not json"),
+        ("list.json", "[]"),
+        ("row.json", '{"sites": [{"site": "app/buffers.py"}]}'),
+        ("counts.json", '{"sites": [{"site": "app/buffers.py:9", "allocations": "9"}]}'),
+    ]:
+        if text is not None:
+            (tmp_path / name).write_text(text)
+        r = check_with(tmp_path, "--probe", name)
+        assert r.returncode == 2, name
+        assert r.stdout == "" and len(r.stderr.strip().splitlines()) == 1, (name, r.stderr)
+        assert r.stderr.startswith(f"error: {name}"), r.stderr
