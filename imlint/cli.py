@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from imlint import __version__, evidence
+from imlint import __version__, evidence, installed
 from imlint.baseline import BaselineError, LineCache, load_baseline
 from imlint.baseline import write_baseline as write_baseline_file
 from imlint.config import ConfigError, Settings
@@ -169,6 +169,13 @@ _RUN_OPTIONS = [
         help="Apply (and mark [*]) unsafe fixes too; overrides the config's unsafe-fixes.",
     ),
     click.option(
+        "--python",
+        metavar="PATH",
+        default=None,
+        help="Read installed packages from this interpreter's site-packages (default: "
+        "the one running imlint).",
+    ),
+    click.option(
         "--no-fast",
         is_flag=True,
         help="Parse every file, even those that cannot hold an allocation (the plain path).",
@@ -311,6 +318,7 @@ def run(
     respect_gitignore: bool | None = None,
     max_file_size: int | None = None,
     probe_file: str | None = None,
+    python: str | None = None,
 ) -> int:
     del diff  # folded into ``mode``
     try:
@@ -319,11 +327,11 @@ def run(
             Overrides.from_flags(
                 config, select, extend_select, ignore, timeout=timeout,
                 unsafe_fixes=unsafe_fixes, respect_gitignore=respect_gitignore,
-                max_file_size=max_file_size,
+                max_file_size=max_file_size, python=_asked(python),
             )
         )  # fmt: skip
         settings = resolver.for_path(stdin_filename or (paths[0] if paths else "."))
-    except (ConfigError, evidence.EvidenceError) as exc:
+    except (ConfigError, evidence.EvidenceError, installed.InstalledError) as exc:
         click.echo(str(exc) if isinstance(exc, ConfigError) else f"error: {exc}", err=True)
         return 2
     lines_of = LineCache()
@@ -352,14 +360,11 @@ def run(
             progress.close()
     errors += [(o.path, o.error) for o in outcomes if o.error is not None]
     findings, guarded = _in_report_order(outcomes, observed)
-    try:
-        if write_baseline is not None:
-            return _write_baseline(write_baseline, findings, errors, lines_of)
-        if baseline is not None:
-            findings = _hide_baselined(baseline, findings, lines_of, quiet)
-    except BaselineError as exc:
-        click.echo(str(exc), err=True)
-        return 2
+    if write_baseline is not None or baseline is not None:
+        kept = _baseline_step(write_baseline, baseline, findings, errors, lines_of, quiet)
+        if isinstance(kept, int):
+            return kept
+        findings = kept
     for path, message in errors:
         print_error(path, message)
     if mode == "diff":
@@ -374,6 +379,33 @@ def run(
             resolver.for_path, explain_reach, stats, guarded, quiet, outcomes, n_files,
         )  # fmt: skip
     return _exit_code(findings, errors, mode, exit_zero)
+
+
+def _baseline_step(
+    write_to: str | None,
+    baseline: str | None,
+    findings: list[Finding],
+    errors: list[tuple[str, str]],
+    lines_of: LineCache,
+    quiet: bool,
+) -> list[Finding] | int:
+    """``--write-baseline`` (its exit status) or ``--baseline`` (the findings left)."""
+    try:
+        if write_to is not None:
+            return _write_baseline(write_to, findings, errors, lines_of)
+        assert baseline is not None
+        return _hide_baselined(baseline, findings, lines_of, quiet)
+    except BaselineError as exc:
+        click.echo(str(exc), err=True)
+        return 2
+
+
+def _asked(python: str | None) -> str | None:
+    """``--python``, once that interpreter has told its site-packages (a clear error
+    now rather than mid-run)."""
+    if python is not None:
+        installed.site_folders(python)
+    return python
 
 
 def _exit_code(
@@ -541,7 +573,9 @@ def _report(
             click.echo(
                 f"Project index: {plural(stats.indexed, 'file')}, "
                 f"{plural(stats.allocating, 'allocating callable')}, "
-                f"{plural(stats.unresolved_calls, 'unresolved call')}."
+                f"{plural(stats.unresolved_calls, 'unresolved call')}"
+                + (f"; installed: {', '.join(stats.libraries)}" if stats.libraries else "")
+                + "."
             )
     if not quiet and output_format == "text":
         fixed = sum(o.fixed for o in outcomes)

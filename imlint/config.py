@@ -72,6 +72,8 @@ KNOWN_KEYS: dict[str, str] = {
     "unsafe-fixes": "true to apply unsafe fixes too (see each rule's Fix safety)",
     "respect-gitignore": "false to walk into what .gitignore files ignore (default true)",
     "max-file-size": "bytes: larger files are reported as skipped (default 10000000; 0: no limit)",
+    "installed-packages": "false to not read the installed packages the project imports",
+    "skip-installed": "list of installed packages (top-level import names) not to read",
 }
 
 
@@ -93,6 +95,12 @@ class Settings:
     unsafe_fixes: bool = False  # apply (and mark ``[*]``) unsafe fixes too
     respect_gitignore: bool = True  # skip what ``.gitignore`` files ignore when walking
     max_file_size: int = 10_000_000  # bytes; larger files are skipped (0: no limit)
+    #: read installed packages the project imports (``imlint/installed.py``)
+    installed_packages: bool = True
+    skip_installed: tuple[str, ...] = ()  # their top-level names, left out
+    #: the interpreter whose site-packages to read (``--python``; never from config:
+    #: configuration comes with the tree, and must not choose a program to run)
+    python: str | None = None
 
     # ---- rule selection
 
@@ -174,6 +182,8 @@ class Settings:
                 ";".join(f"{k}={','.join(v)}" for k, v in sorted(self.per_file_ignores.items())),
                 self.options.key(),
                 f"unsafe={self.unsafe_fixes}",
+                f"installed={self.installed_packages}:{','.join(sorted(self.skip_installed))}",
+                f"python={self.python}",
             ]
         )
 
@@ -336,5 +346,11 @@ def load_settings(config_path: Path | None) -> Settings:
         settings.respect_gitignore = _bool(config_path, "respect-gitignore", table)
     if "unsafe-fixes" in table:
         settings.unsafe_fixes = _bool(config_path, "unsafe-fixes", table)
+    if "installed-packages" in table:
+        settings.installed_packages = _bool(config_path, "installed-packages", table)
+    if "skip-installed" in table:
+        settings.skip_installed = _string_list(
+            config_path, "skip-installed", table["skip-installed"]
+        )
     settings.options = _analysis_options(config_path, table)
     return settings

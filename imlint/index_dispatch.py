@@ -59,7 +59,13 @@ class DispatchFinder:
         self._graph: dict[Target, list[tuple[Target, str, str, int]]] | None = None
 
     def _functions(self) -> list[tuple[FileSummary, DefSummary]]:
-        return [(s, d) for s in self.summaries for d in s.defs.values() if d.kind == "function"]
+        return [
+            (s, d)
+            for s in self.summaries
+            if not s.library
+            for d in s.defs.values()
+            if d.kind == "function"
+        ]
 
     def dispatch_candidates(self, caller: Target, text: str, limit: int) -> list[Target]:
         """The project functions a call by name the index cannot resolve may run (once

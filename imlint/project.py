@@ -201,6 +201,9 @@ class FileSummary:
     #: (``# This file was automatically generated from src/pkg/modular_x.py.``); see
     #: ``FactsFinder.templates``.
     generated_from: str = ""
+    #: an installed package's file (``installed.py``), not the project's: set by the
+    #: index, never stored
+    library: bool = False
 
     def to_data(self) -> tuple[object, ...]:
         return (
@@ -1017,7 +1020,9 @@ class ProjectIndex(
     """All summaries of a run, joined: resolution, allocators (``index_allocators.py``),
     call graph."""
 
-    def __init__(self, summaries: Iterable[FileSummary]) -> None:
+    def __init__(
+        self, summaries: Iterable[FileSummary], libraries: Iterable[FileSummary] = ()
+    ) -> None:
         self.files: dict[str, FileSummary] = {}
         self.modules: dict[str, FileSummary] = {}
         tails: dict[str, FileSummary | None] = {}
@@ -1037,6 +1042,14 @@ class ProjectIndex(
         for tail, owner in tails.items():
             if owner is not None and tail not in self.modules:
                 self.modules[tail] = owner
+        # Installed packages (``installed.py``): resolvable by their own names, never
+        # project code (not roots, no tails), never reported on.
+        self.libraries: set[str] = set()
+        for s in libraries:
+            if s.error is None and s.module not in self.modules:
+                s.library = True
+                self.modules[s.module] = s
+                self.libraries.add(s.module.split(".", 1)[0])
         self.summaries = list({id(s): s for s in self.modules.values()}.values())
         self._alloc: dict[Target, tuple[str, bool, str]] = {}
         self._helpers: dict[Target, tuple[int, str, str]] = {}

@@ -58,6 +58,7 @@ class Overrides:
     unsafe_fixes: bool | None = None
     respect_gitignore: bool | None = None
     max_file_size: int | None = None
+    python: str | None = None
 
     @classmethod
     def from_flags(
@@ -90,6 +91,8 @@ class Overrides:
             settings.respect_gitignore = self.respect_gitignore
         if self.max_file_size is not None:
             settings.max_file_size = self.max_file_size
+        if self.python is not None:
+            settings.python = self.python
         return settings
 
 

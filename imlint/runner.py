@@ -248,6 +248,8 @@ class RunStats:
     allocating: int = 0
     unresolved_calls: int = 0
     index_rebuilt: bool = False
+    #: installed packages read into the index (``name version``)
+    libraries: list[str] = field(default_factory=list)
     #: wall seconds per step: summaries, index (with facts), checks, reach
     timings: dict[str, float] = field(default_factory=dict)
     facts: dict[str, FileFacts] = field(default_factory=dict)  # per path
@@ -260,6 +262,7 @@ class RunStats:
         self.allocating += other.allocating
         self.unresolved_calls += other.unresolved_calls
         self.index_rebuilt |= other.index_rebuilt
+        self.libraries += [x for x in other.libraries if x not in self.libraries]
         for step, seconds in other.timings.items():
             self.timings[step] = self.timings.get(step, 0.0) + seconds
         self.facts.update(other.facts)
@@ -323,6 +326,7 @@ class _Summaries:
         self.errors: dict[str, str] = {}  # path -> why it has no summary
         self.fresh: dict[str, Any] = {}  # path -> summary data computed or loaded now
         self._index: Any = None
+        self._site: list[Path] | None = None
 
     def summarise(self, paths: list[str]) -> None:
         from imlint.project import summary_digest
@@ -382,8 +386,62 @@ class _Summaries:
         """What the facts depend on: every file's summary and the configuration."""
         known = self.known
         return _key(
-            repr(sorted((os.path.abspath(p), known[p]) for p in known)) + self.settings.cache_key()
+            repr(sorted((os.path.abspath(p), known[p]) for p in known))
+            + self.settings.cache_key()
+            + self.environment()
         )
+
+    def site(self) -> list[Path]:
+        """The folders installed packages are read from (none when turned off)."""
+        if self._site is None:
+            from imlint.installed import site_folders
+
+            self._site = (
+                site_folders(self.settings.python) if self.settings.installed_packages else []
+            )
+        return self._site
+
+    def environment(self) -> str:
+        """Which installed packages there are, for the project facts' key."""
+        from imlint.installed import environment_key
+
+        site = self.site()
+        return f"|site={','.join(map(str, site))}:{environment_key(site)}" if site else ""
+
+    def libraries(self, project: list[Any], stats: RunStats) -> list[Any]:
+        """Summaries of the installed packages the project imports (``installed.py``):
+        from this user's cache, else summarised now and cached."""
+        from imlint.installed import (
+            find_libraries,
+            imported_names,
+            library_files,
+            load_cached,
+            store_cached,
+        )
+        from imlint.project import SUMMARY_VERSION, FileSummary
+
+        site = self.site()
+        if not site:
+            return []
+        roots = {s.module.split(".", 1)[0] for s in project}
+        names = imported_names(
+            (q for s in project for q in s.imports.values()), roots, self.settings.skip_installed
+        )
+        layout = f"{SUMMARY_VERSION}|{self.settings.options.key()}"
+        out: list[Any] = []
+        for lib in find_libraries(names, site):
+            data = load_cached(lib, layout)
+            if data is None:
+                files = [(str(p),) for p in library_files(lib)]
+                data = [
+                    done.summary
+                    for done in run_tasks(files, self.workers, "summarize")
+                    if isinstance(done, Summarized) and done.summary is not None
+                ]
+                store_cached(lib, layout, data)
+            out += [FileSummary.from_data(d) for d in data if isinstance(d, tuple)]
+            stats.libraries.append(f"{lib.name} {lib.version}")
+        return out
 
     def index(self, stats: RunStats) -> Any:
         """The project index (built once, on first need)."""
@@ -411,9 +469,10 @@ class _Summaries:
             try:
                 # In path order: what the index reports first (a writer cited in a
                 # message) must not depend on which files were given or came first.
-                self._index = ProjectIndex(
+                project = [
                     FileSummary.from_data(data[p]) for p in sorted(data, key=os.path.abspath)
-                )
+                ]
+                self._index = ProjectIndex(project, self.libraries(project, stats))
             finally:
                 gc.enable()
         return self._index
