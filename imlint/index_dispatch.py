@@ -42,6 +42,7 @@ class DispatchFinder:
     unresolved_modes: dict[tuple[Target, str], set[str]]
     dispatch_bound: int
     edge_notes: dict[tuple[Target, Target], str]
+    handed_callers: dict[Target, list[tuple[Target, str]]]
 
     if TYPE_CHECKING:
 
@@ -75,9 +76,13 @@ class DispatchFinder:
         d = s.defs.get(caller[1]) if s is not None else None
         if s is None or d is None or not name or self._outside_receiver(s, d, text):
             return []
+        if "." not in text and (text in d.params or text in d.keywords):
+            return []  # calling what was handed in: the callable edges cover that
         methods_only = "." in text  # ``x.m(...)``: a method (or a module's function)
         found: list[Target] = []
         for t in self._by_name().get(name, ()):
+            if self._nested(t):
+                continue  # a nested function is called only where it is in scope
             if (not methods_only or self._is_method(t)) and self.accepts(t, d, text):
                 found.append(t)
                 if len(found) > limit:
@@ -97,6 +102,11 @@ class DispatchFinder:
         if maker is None or maker == "self":
             return False
         return maker.split(".", 1)[0] in _BUILTIN_MAKERS or self.is_external(s, maker)
+
+    def _nested(self, target: Target) -> bool:
+        s = self.modules.get(target[0])
+        outer = s.defs.get(target[1].rpartition(".")[0]) if s is not None else None
+        return outer is not None and outer.kind == "function"
 
     def _is_method(self, target: Target) -> bool:
         s = self.modules.get(target[0])
@@ -121,7 +131,7 @@ class DispatchFinder:
         graph: dict[Target, list[tuple[Target, str, str, int]]] = {}
         for s, d in self._functions():
             target = (s.module, d.qual)
-            for caller, region in self.callers_of(target):
+            for caller, region in self.callers_of(target) + self.handed_callers.get(target, []):
                 graph.setdefault(target, []).append((caller, region, "", 0))
         for (caller, text), regions in self.unresolved_modes.items():
             found = self.dispatch_candidates(caller, text, self.dispatch_bound)

@@ -63,6 +63,7 @@ class ReachFinder:
     modules: dict[str, FileSummary]
     #: callee -> (caller, the mode of the region the call is in)
     callers: dict[Target, list[tuple[Target, str]]]
+    handed_callers: dict[Target, list[tuple[Target, str]]]
     #: (caller, callee) -> how the edge's region came about (``index_regions.py``)
     edge_notes: dict[tuple[Target, Target], str]
     #: last name -> the call sites by that name the index cannot resolve
@@ -79,6 +80,13 @@ class ReachFinder:
         def def_mode(self, s: FileSummary, d: DefSummary) -> str: ...
 
         def dispatch_reach(self, target: Target) -> tuple[list[str], int, list[str]] | None: ...
+
+    def reach_callers(self, target: Target) -> list[tuple[Target, str]]:
+        """The calls reach follows to ``target``: its callers, and the functions that
+        call it when it is handed to them (``index_regions.py``)."""
+        handed = self.handed_callers.get(target)
+        own = self.callers.get(target, [])
+        return [*own, *handed] if handed else own
 
     def target_of(self, path: str, function: str) -> Target | None:
         s = self.files.get(path)
@@ -100,7 +108,7 @@ class ReachFinder:
         while queue and found is None and len(parent) < limit:
             node = queue.popleft()
             unresolved += self.unresolved_count(node[1])
-            for caller, region in self.callers.get(node, ()):
+            for caller, region in self.reach_callers(node):
                 if region in MODE_OFF_REGIONS or caller in parent:
                     continue
                 parent[caller] = node

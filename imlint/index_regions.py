@@ -55,6 +55,8 @@ class RegionFinder:
 
         def resolve(self, s: FileSummary, d: DefSummary, text: str) -> Target | None: ...
 
+        def resolve_scoped(self, s: FileSummary, d: DefSummary, text: str) -> Target | None: ...
+
         def _kind(self, target: Target) -> str: ...
 
         def _method(self, module: str, cls: str, name: str, depth: int = 0) -> Target | None: ...
@@ -64,6 +66,11 @@ class RegionFinder:
     def _init_regions(self) -> None:
         self._cm_modes: dict[Target, str] = {}
         self._cm_busy: set[Target] = set()
+        #: function -> (caller, region) of calls only reach follows, kept apart from
+        #: ``callers`` (set-up and lifetimes read those): a callable called by the
+        #: function it is handed to, a nested function called where it is in scope,
+        #: ``self.m`` in a closure
+        self.handed_callers: dict[Target, list[tuple[Target, str]]] = {}
         #: (caller, callee) -> how the edge's region came about, for reach's path:
         #: ``via <context manager>`` or ``calls <parameter>``
         self.edge_notes: dict[tuple[Target, Target], str] = {}
@@ -168,26 +175,26 @@ class RegionFinder:
 
     def _callable_edges(self) -> None:
         """Edges from a function to the callables its callers hand it, in the regions
-        it calls them in."""
+        it calls them in (``handed_callers``)."""
         called = self._called_params()
         if not called:
             return
         for s in self.summaries:
             for d in s.defs.values():
                 for text, key, handed in d.callables:
-                    f = self.resolve(s, d, text)
+                    f = self.resolve_scoped(s, d, text)
                     if f is not None and self._kind(f) == "class":
                         f = self._method(f[0], f[1], "__init__")
                     params = called.get(f) if f is not None else None
                     name = self.param_name(f, key) if f is not None and params else None
                     if f is None or params is None or name not in params:
                         continue
-                    target = self.resolve(s, d, handed)
+                    target = self.resolve_scoped(s, d, handed)
                     if target is None or self._kind(target) != "function":
                         continue
                     notes = []
                     for region, cm, by in sorted(params[name]):
-                        self.callers.setdefault(target, []).append((f, region))
+                        self.handed_callers.setdefault(target, []).append((f, region))
                         notes.append(_note(cm, name, by))
                     note = notes[0]
                     self.edge_notes[(f, target)] = note

@@ -1325,14 +1325,6 @@ class ProjectIndex(
         return None
 
     def resolve(self, s: FileSummary, d: DefSummary, text: str) -> Target | None:
-        nested = _nested_def(s, d, text)
-        if nested is not None:
-            return (s.module, nested)
-        if not d.cls and d.kind == "function" and text.startswith(("self.", "super()")):
-            method = _enclosing_method(s, d)
-            if method is None:
-                return None
-            d = method  # a closure: ``self`` is its method's
         own = text.startswith(("self.", "super()")) or text.split(".", 1)[0] in d.types
         key = (s.path, d.qual if own else "", text)
         if key in self._resolved:
@@ -1340,6 +1332,19 @@ class ProjectIndex(
         target = self._resolve_in(s, d, text)
         self._resolved[key] = target
         return target
+
+    def resolve_scoped(self, s: FileSummary, d: DefSummary, text: str) -> Target | None:
+        """``resolve``, and also what a function nested in another reaches by scope: a
+        function defined around the call (``forward_fn()``), ``self.m`` in a closure
+        inside a method. Reach follows these (``handed_callers``); set-up and lifetimes
+        were measured without them and keep to ``resolve``."""
+        nested = _nested_def(s, d, text)
+        if nested is not None:
+            return (s.module, nested)
+        if not d.cls and d.kind == "function" and text.startswith(("self.", "super()")):
+            method = _enclosing_method(s, d)
+            return self.resolve(s, method, text) if method is not None else None
+        return self.resolve(s, d, text)
 
     # ---- building
 
@@ -1352,6 +1357,10 @@ class ProjectIndex(
                 for text, region in d.calls:
                     target = self.resolve(s, d, text)
                     if target is None:
+                        scoped = self.resolve_scoped(s, d, text)
+                        if scoped is not None and self._kind(scoped) == "function":
+                            mode = self.call_region(s, d, region)
+                            self.handed_callers.setdefault(scoped, []).append((caller, mode))
                         if not self._is_external(s, text) and not _tensor_call(text):
                             name = text.rsplit(".", 1)[-1].lstrip("?")
                             if name:
