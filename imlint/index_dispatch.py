@@ -58,6 +58,7 @@ class DispatchFinder:
         self.dispatch_bound = DISPATCH_BOUND
         self.unresolved_modes = {}
         self._graph: dict[Target, list[tuple[Target, str, str, int]]] | None = None
+        self._by_name_cache: dict[str, list[Target]] | None = None
 
     def _functions(self) -> list[tuple[FileSummary, DefSummary]]:
         return [
@@ -114,7 +115,7 @@ class DispatchFinder:
         return d is not None and bool(d.cls)
 
     def _by_name(self) -> dict[str, list[Target]]:
-        found: dict[str, list[Target]] | None = getattr(self, "_by_name_cache", None)
+        found = self._by_name_cache
         if found is None:
             found = {}
             for s, d in self._functions():

@@ -195,9 +195,14 @@ def library_files(lib: Library) -> list[Path]:
     return files
 
 
-def load_cached(lib: Library, layout: str) -> list[object] | None:
+def cache_path(lib: Library, layout: str) -> Path:
+    """Where a library's summaries are cached (its key walks the library once)."""
+    return cache_folder() / f"{lib.name}-{lib.key(layout)}.bin"
+
+
+def load_cached(path: Path) -> list[object] | None:
     """A library's summaries (``FileSummary.to_data``), if this user cached them."""
-    payload = cachefile.read(cache_folder() / f"{lib.name}-{lib.key(layout)}.bin")
+    payload = cachefile.read(path)
     if payload is None:
         return None
     try:
@@ -207,9 +212,8 @@ def load_cached(lib: Library, layout: str) -> list[object] | None:
     return data if isinstance(data, list) else None
 
 
-def store_cached(lib: Library, layout: str, data: list[object]) -> None:
+def store_cached(path: Path, data: list[object]) -> None:
     """Cache a library's summaries (signed like every cache of ours)."""
-    folder = cache_folder()
     with contextlib.suppress(OSError):
-        folder.mkdir(parents=True, exist_ok=True)
-        cachefile.write(folder / f"{lib.name}-{lib.key(layout)}.bin", marshal.dumps(data))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cachefile.write(path, marshal.dumps(data))

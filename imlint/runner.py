@@ -412,6 +412,7 @@ class _Summaries:
         """Summaries of the installed packages the project imports (``installed.py``):
         from this user's cache, else summarised now and cached."""
         from imlint.installed import (
+            cache_path,
             find_libraries,
             imported_names,
             library_files,
@@ -430,7 +431,8 @@ class _Summaries:
         layout = f"{SUMMARY_VERSION}|{self.settings.options.key()}"
         out: list[Any] = []
         for lib in find_libraries(names, site):
-            data = load_cached(lib, layout)
+            cached = cache_path(lib, layout)
+            data = load_cached(cached)
             if data is None:
                 files = [(str(p),) for p in library_files(lib)]
                 data = [
@@ -438,7 +440,7 @@ class _Summaries:
                     for done in run_tasks(files, self.workers, "summarize")
                     if isinstance(done, Summarized) and done.summary is not None
                 ]
-                store_cached(lib, layout, data)
+                store_cached(cached, data)
             out += [FileSummary.from_data(d) for d in data if isinstance(d, tuple)]
             stats.libraries.append(f"{lib.name} {lib.version}")
         return out
