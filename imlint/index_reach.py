@@ -77,16 +77,30 @@ class ReachFinder:
 
         def callers_of(self, target: Target) -> list[tuple[Target, str]]: ...
 
+        def overridden(self, target: Target) -> list[Target]: ...
+
         def def_mode(self, s: FileSummary, d: DefSummary) -> str: ...
 
         def dispatch_reach(self, target: Target) -> tuple[list[str], int, list[str]] | None: ...
 
     def reach_callers(self, target: Target) -> list[tuple[Target, str]]:
-        """The calls reach follows to ``target``: its callers, and the functions that
-        call it when it is handed to them (``index_regions.py``)."""
-        handed = self.handed_callers.get(target)
-        own = self.callers.get(target, [])
-        return [*own, *handed] if handed else own
+        """The calls reach follows to ``target``: its callers, the functions that call
+        it when it is handed to them (``index_regions.py``) or through a declared class
+        (``index_types.py``), and, for a method, the calls that reach the base class
+        methods it overrides (Python runs the override there)."""
+        found = [*self.callers.get(target, ()), *self.handed_callers.get(target, ())]
+        seen = {target}
+        pending = list(self.overridden(target))
+        while pending:
+            over = pending.pop()
+            if over in seen:
+                continue
+            seen.add(over)
+            for caller, region in (*self.callers.get(over, ()), *self.handed_callers.get(over, ())):
+                found.append((caller, region))
+                self.edge_notes.setdefault((caller, target), f"calls `{over[1]}`")
+            pending.extend(self.overridden(over))
+        return found
 
     def target_of(self, path: str, function: str) -> Target | None:
         s = self.files.get(path)

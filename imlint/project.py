@@ -34,6 +34,7 @@ from imlint.index_facts import FactsFinder
 from imlint.index_outside import OutsideFinder
 from imlint.index_reach import ReachFinder
 from imlint.index_regions import RegionFinder
+from imlint.index_types import TypeFinder
 from imlint.kinds import (
     CM_REGION_PREFIX,
     MODULE_SCOPE,
@@ -47,6 +48,7 @@ from imlint.summary_flags import FlagFacts, falsy_defaults
 from imlint.summary_names import NameFacts, is_main_guard
 from imlint.summary_regions import RegionFacts, join_regions
 from imlint.summary_stores import StoreFacts
+from imlint.summary_types import TypeFacts
 from imlint.summary_values import ValueOrigins, fixed_calls
 from imlint.summary_writes import BUILTINS as _BUILTINS
 from imlint.summary_writes import WriteFacts
@@ -66,7 +68,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 52
+SUMMARY_VERSION = 53
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -165,6 +167,9 @@ class DefSummary:
     #: (call text, argument position or keyword, callable text): functions, methods and
     #: the calls of a ``lambda`` handed to a call that may call them back
     callables: list[tuple[str, str, str]] = field(default_factory=list)
+    #: (name, class text): the classes the code declares or makes evident for its
+    #: parameters, return value, attributes and aliases (``summary_types.TypeFacts``)
+    annots: list[tuple[str, str]] = field(default_factory=list)
 
     def to_data(self) -> tuple[object, ...]:
         return (
@@ -174,6 +179,7 @@ class DefSummary:
             self.hands, self.sets, self.once, self.keywords, self.fixed, self.fresh,
             self.pitems, self.drops, self.star, self.setup, self.shapes, self.pattrs,
             self.flagged, self.flag_args, self.falsy, self.enters, self.callables,
+            self.annots,
         )  # fmt: skip
 
     @classmethod
@@ -357,7 +363,14 @@ class _FastVisitor:
 
 
 class _Summarizer(
-    StoreFacts, WriteFacts, ValueOrigins, FlagFacts, NameFacts, RegionFacts, _FastVisitor
+    StoreFacts,
+    WriteFacts,
+    ValueOrigins,
+    FlagFacts,
+    NameFacts,
+    RegionFacts,
+    TypeFacts,
+    _FastVisitor,
 ):
     """One walk over a module's ``ast`` tree; see :class:`DefSummary` for what it keeps."""
 
@@ -507,6 +520,7 @@ class _Summarizer(
         if cls is None and parent.summary.kind == "function":
             self_name = parent.self_name  # a closure inside a method sees ``self``
         scope = _Scope(summary, self_name, all_params, class_bound=classmethod_, plain=plain)
+        self.signature_types(scope, node)
         scope.kernel = any(
             self.qualify(_dotted(d.func if isinstance(d, ast.Call) else d) or "").startswith(
                 "triton."
@@ -684,6 +698,8 @@ class _Summarizer(
         s.pkept, s.pitems = _kept_params(scope)
         s.enters = self.finish_regions(scope)
         s.callables = sorted(scope.callables)
+        self.returned_type(scope)
+        s.annots = sorted(set(s.annots))
         self._allocations(scope)
 
     def _results(self, scope: _Scope) -> list[tuple[str, str]]:
@@ -1015,7 +1031,13 @@ Target = tuple[str, str]
 
 
 class ProjectIndex(
-    AllocatorFinder, ReachFinder, RegionFinder, DispatchFinder, FactsFinder, OutsideFinder
+    AllocatorFinder,
+    ReachFinder,
+    RegionFinder,
+    DispatchFinder,
+    TypeFinder,
+    FactsFinder,
+    OutsideFinder,
 ):
     """All summaries of a run, joined: resolution, allocators (``index_allocators.py``),
     call graph."""
@@ -1071,6 +1093,7 @@ class ProjectIndex(
         self._shapes: dict[int, dict[str, tuple[int, tuple[str, ...]]]] = {}  # accepts
         self._init_regions()
         self._init_dispatch()
+        self._init_types()
         self._build()
 
     # ---- resolution
@@ -1357,7 +1380,7 @@ class ProjectIndex(
                 for text, region in d.calls:
                     target = self.resolve(s, d, text)
                     if target is None:
-                        scoped = self.resolve_scoped(s, d, text)
+                        scoped = self.resolve_scoped(s, d, text) or self.resolve_typed(s, d, text)
                         if scoped is not None and self._kind(scoped) == "function":
                             mode = self.call_region(s, d, region)
                             self.handed_callers.setdefault(scoped, []).append((caller, mode))

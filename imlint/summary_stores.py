@@ -85,6 +85,10 @@ class StoreFacts:
             self, target: ast.expr, scope: _Scope, item: bool = False, get_or_create: bool = False
         ) -> None: ...
 
+        def annotated(self, target: ast.expr, hint: ast.expr) -> None: ...
+
+        def aliased(self, name: str, value: ast.expr) -> None: ...
+
     def _root(self, target: ast.expr) -> str | None:
         while isinstance(target, (ast.Attribute, ast.Subscript)):
             target = target.value
@@ -159,6 +163,8 @@ class StoreFacts:
                         if scope.class_bound and ctor == scope.self_name:
                             ctor = "self"  # ``obj = cls(...)`` in a class method
                         scope.summary.types[target.id] = ctor
+                else:
+                    self.aliased(target.id, value)  # ``mr = self.model_runner``
                 scope.assigned.setdefault(target.id, []).append(value)
                 scope.assigned_in[id(value)] = self.blocks
                 if self._names_factory(value):
@@ -253,6 +259,7 @@ class StoreFacts:
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
             self.visit(node.value)
+        self.annotated(node.target, node.annotation)
         self._assign(node.target, node.value, node.lineno)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:

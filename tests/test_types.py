@@ -1,0 +1,150 @@
+"""Reach through the classes the code declares or makes evident (``index_types.py``):
+annotated parameters kept on ``self``, return annotations, a class every ``return``
+builds, aliases, modules called as functions (their ``forward``), and the override a
+call on a declared base class runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .test_regions import reach_of
+
+KERNEL = """
+    import torch
+
+    _BUFS = {}
+
+
+    class Backend:
+        def forward(self, q):
+            raise NotImplementedError
+
+
+    class SplitBackend(Backend):
+        def forward(self, q):
+            return split_pages(q)
+
+
+    class OtherBackend(Backend):
+        def forward(self, q):
+            return q
+
+
+    def split_pages(kv):
+        buf = _BUFS.get("split")
+        if buf is None or buf.shape[0] < kv.shape[0]:
+            buf = torch.empty(kv.shape[0], 64)
+            _BUFS["split"] = buf
+        _split_kernel[(1,)](kv, buf)
+        return buf
+    """
+
+CONTEXT = """
+    from __future__ import annotations
+
+    from typing import TYPE_CHECKING, Optional
+
+    if TYPE_CHECKING:
+        from pkg.kern import Backend
+
+    _current = None
+
+
+    def get_backend() -> Optional["Backend"]:
+        return _current
+    """
+
+MODEL = """
+    import torch
+    from pkg.context import get_backend
+
+
+    class Attention(torch.nn.Module):
+        def forward(self, x):
+            backend = get_backend()
+            return backend.forward(x)
+
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = self._build_attn()
+
+        def _build_attn(self) -> torch.nn.Module:
+            return Attention()
+
+        def forward(self, x):
+            return self.attn(x)
+
+
+    class ModelRunner:
+        def __init__(self):
+            self.layer = Layer()
+    """
+
+
+def package(runner: str, context: str = CONTEXT) -> dict[str, str]:
+    return {
+        "pkg/__init__.py": "",
+        "pkg/kern.py": KERNEL,
+        "pkg/context.py": context,
+        "pkg/model.py": MODEL,
+        "pkg/runner.py": runner,
+    }
+
+
+RUNNER = """
+    import torch
+    from pkg.model import ModelRunner
+
+
+    class Runner:
+        def __init__(self, model_runner: ModelRunner):
+            self.model_runner = model_runner
+
+        def warmup(self):
+            mr = self.model_runner
+
+            def run_once():
+                return mr.layer.forward(torch.zeros(4))
+
+            with torch.inference_mode():
+                run_once()
+    """
+
+
+def test_a_path_through_declared_classes_is_exact(tmp_path: Path) -> None:
+    d = reach_of(tmp_path, package(RUNNER))
+    assert d["armed"] is True and d["tier"] == "exact"
+    assert d["reach"] == (
+        "Runner.warmup [inference_mode] -> Runner.warmup.run_once -> Layer.forward -> "
+        "Attention.forward [calls `Backend.forward`] -> SplitBackend.forward -> split_pages"
+    )
+
+
+def test_without_the_annotations_the_path_is_not_exact(tmp_path: Path) -> None:
+    runner = RUNNER.replace("model_runner: ModelRunner", "model_runner")
+    d = reach_of(tmp_path, package(runner))
+    assert d["tier"] != "exact"
+    context = CONTEXT.replace(' -> Optional["Backend"]', "")
+    d = reach_of(tmp_path, package(RUNNER, context))
+    assert d["tier"] != "exact"
+
+
+def test_an_attribute_two_methods_store_different_classes_in_has_no_one_class(
+    tmp_path: Path,
+) -> None:
+    runner = RUNNER.replace(
+        "self.model_runner = model_runner",
+        "self.model_runner = model_runner\n\n"
+        "        def reset(self, other: Runner):\n"
+        "            self.model_runner = other",
+    )
+    d = reach_of(tmp_path, package(runner))
+    assert d["tier"] != "exact"
+
+
+def test_a_union_of_classes_names_no_class(tmp_path: Path) -> None:
+    context = CONTEXT.replace('Optional["Backend"]', '"Backend | int"')
+    d = reach_of(tmp_path, package(RUNNER, context))
+    assert d["tier"] != "exact"
