@@ -27,11 +27,15 @@ import re
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from imlint import cachefile
+
+if TYPE_CHECKING:
+    from imlint.project import FileSummary
 
 #: Packages imlint models itself, or too big to summarise for what they would add.
 MODELLED = frozenset({"torch", "triton", "numpy", "jax", "tensorflow", "imlint"})
@@ -217,3 +221,108 @@ def store_cached(path: Path, data: list[object]) -> None:
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
         cachefile.write(path, marshal.dumps(data))
+
+
+def wanted_names(project: Iterable[FileSummary]) -> set[str]:
+    """The qualified names the project's files import or call through an import
+    (``flashinfer.gemm.bmm_fp8``, ``flashinfer.fused_moe``): where reading a library
+    starts (``reachable``)."""
+    out: set[str] = set()
+    for s in project:
+        out.update(q for q in s.imports.values() if q and not q.startswith("."))
+        for d in s.defs.values():
+            for text, _ in d.calls:
+                head, dot, rest = text.partition(".")
+                if dot and head in s.imports:
+                    out.add(f"{s.imports[head]}.{rest}")
+    return out
+
+
+def reachable(
+    lib: Library,
+    wanted: Iterable[str],
+    summarize: Callable[[list[str]], dict[str, tuple[object, ...]]],
+    known: dict[str, tuple[object, ...]],
+) -> list[FileSummary]:
+    """The summaries of the library's files the project can reach: the modules it names
+    (``wanted``) and, from each, the modules those import, as Python would load them;
+    a package's ``__init__`` is read, and followed only for the names asked of it (a
+    re-export leads to the module defining the name; a name defined there, or one it
+    cannot tell, follows all its imports). ``known`` holds summaries by path (a cache), and gains what ``summarize``
+    (paths -> summary data) makes."""
+    walk = _Closure(lib, known)
+    pending = sorted(q for q in wanted if q.split(".", 1)[0] == lib.name)
+    while pending:
+        need = sorted({p for q in pending for p in walk.files_for(q) if p not in known})
+        if need:
+            known.update(summarize(need))
+        pending = [nxt for q in sorted(set(pending)) for nxt in walk.follow(q)]
+    return list(walk.reached.values())
+
+
+class _Closure:
+    """What ``reachable`` has read of one library so far."""
+
+    def __init__(self, lib: Library, known: dict[str, tuple[object, ...]]) -> None:
+        self.lib = lib
+        self.known = known
+        self.reached: dict[str, FileSummary] = {}
+        self.followed: set[str] = set()
+        self.asked: set[str] = set()
+        self.base = lib.folder.parent
+
+    def file_of(self, module: str) -> str | None:
+        if self.lib.folder.is_file():
+            return str(self.lib.folder) if module == self.lib.name else None
+        path = self.base.joinpath(*module.split("."))
+        for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+            if candidate.is_file():
+                return str(candidate)
+        return None
+
+    def files_for(self, name: str) -> list[str]:
+        """The files a name loads: each package ``__init__`` on the way, and the
+        deepest module it names."""
+        parts = name.split(".")
+        found = [self.file_of(".".join(parts[: i + 1])) for i in range(len(parts))]
+        return [f for f in found if f is not None]
+
+    def summary(self, path: str) -> FileSummary | None:
+        from imlint.project import FileSummary
+
+        if path not in self.reached:
+            data = self.known.get(path)
+            if data is None:
+                return None
+            self.reached[path] = FileSummary.from_data(data)
+        return self.reached[path]
+
+    def follow(self, name: str) -> list[str]:
+        """The names to read next for ``name`` (read once)."""
+        if name in self.asked:
+            return []
+        self.asked.add(name)
+        parts = name.split(".")
+        deepest, depth = None, 0
+        for i in range(len(parts)):
+            path = self.file_of(".".join(parts[: i + 1]))
+            if path is not None:
+                self.summary(path)
+                deepest, depth = path, i + 1
+        s = self.summary(deepest) if deepest is not None else None
+        if deepest is None or s is None:
+            return []
+        rest = parts[depth:]
+        if s.is_package:
+            if not rest:
+                return []  # the package itself: read; what is used of it is asked by name
+            if rest[0] in s.imports:  # a re-export: the module that defines it
+                return [".".join([s.imports[rest[0]], *rest[1:]])]
+        return self._whole(deepest, s)
+
+    def _whole(self, path: str, s: FileSummary) -> list[str]:
+        if path in self.followed:
+            return []
+        self.followed.add(path)
+        head = self.lib.name
+        return sorted({q for q in s.imports.values() if q.split(".", 1)[0] == head})

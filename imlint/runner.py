@@ -409,17 +409,19 @@ class _Summaries:
         return f"|site={','.join(map(str, site))}:{environment_key(site)}" if site else ""
 
     def libraries(self, project: list[Any], stats: RunStats) -> list[Any]:
-        """Summaries of the installed packages the project imports (``installed.py``):
-        from this user's cache, else summarised now and cached."""
+        """Summaries of the modules of installed packages the project reaches
+        (``installed.py``): from this user's cache, else summarised now and cached."""
         from imlint.installed import (
             cache_path,
             find_libraries,
             imported_names,
             library_files,
             load_cached,
+            reachable,
             store_cached,
+            wanted_names,
         )
-        from imlint.project import SUMMARY_VERSION, FileSummary
+        from imlint.project import SUMMARY_VERSION
 
         site = self.site()
         if not site:
@@ -428,22 +430,29 @@ class _Summaries:
         names = imported_names(
             (q for s in project for q in s.imports.values()), roots, self.settings.skip_installed
         )
+        wanted = wanted_names(project)
         layout = f"{SUMMARY_VERSION}|{self.settings.options.key()}"
         out: list[Any] = []
         for lib in find_libraries(names, site):
+            files = library_files(lib)
+            if not files:
+                continue  # more files than ``MAX_FILES``
             cached = cache_path(lib, layout)
-            data = load_cached(cached)
-            if data is None:
-                files = [(str(p),) for p in library_files(lib)]
-                data = [
-                    done.summary
-                    for done in run_tasks(files, self.workers, "summarize")
-                    if isinstance(done, Summarized) and done.summary is not None
-                ]
-                store_cached(cached, data)
-            out += [FileSummary.from_data(d) for d in data if isinstance(d, tuple)]
-            stats.libraries.append(f"{lib.name} {lib.version}")
+            known = {str(d[0]): d for d in load_cached(cached) or () if isinstance(d, tuple)}
+            before = len(known)
+            read = reachable(lib, wanted, self._summaries, known)
+            if len(known) > before:
+                store_cached(cached, list(known.values()))
+            out += read
+            stats.libraries.append(f"{lib.name} {lib.version} ({len(read)} of {len(files)} files)")
         return out
+
+    def _summaries(self, paths: list[str]) -> dict[str, tuple[object, ...]]:
+        return {
+            done.path: done.summary
+            for done in run_tasks([(p,) for p in paths], self.workers, "summarize")
+            if isinstance(done, Summarized) and done.summary is not None
+        }
 
     def index(self, stats: RunStats) -> Any:
         """The project index (built once, on first need)."""

@@ -142,3 +142,40 @@ def test_an_interpreter_that_cannot_be_asked_is_a_one_line_error(project):
     r = run_imlint("check", "app", "--python", str(project / "nope"), cwd=project / "proj")
     assert r.code == 2 and r.out == ""
     assert r.err.startswith("error: --python") and len(r.err.strip().splitlines()) == 1
+
+
+def test_only_the_modules_the_project_reaches_are_read(tmp_path: Path) -> None:
+    """A re-export in the package's ``__init__`` leads to the module defining the name,
+    and that module's imports are read; modules nothing reaches are not."""
+    from imlint.installed import Library, reachable, wanted_names
+    from imlint.options import AnalysisOptions
+    from imlint.project import summarize
+
+    site = tmp_path / "site-packages"
+    files = {
+        "extlib/__init__.py": "from extlib.wrapper import MoEWrapper\nfrom extlib import other\n",
+        "extlib/wrapper.py": "from extlib.util import workspace\n" + textwrap.dedent(WRAPPER),
+        "extlib/util.py": "import torch\ndef workspace(n):\n    return torch.empty(n)\n",
+        "extlib/other.py": "from extlib.unused import helper\n",
+        "extlib/unused.py": "def helper():\n    pass\n",
+    }
+    for name, text in files.items():
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(text)
+    project = [summarize("layer.py", textwrap.dedent(LAYER), AnalysisOptions())]
+    asked: list[str] = []
+
+    def summaries(paths: list[str]) -> dict[str, tuple[object, ...]]:
+        asked.extend(paths)
+        return {p: summarize(p, Path(p).read_text(), AnalysisOptions()).to_data() for p in paths}
+
+    known: dict[str, tuple[object, ...]] = {}
+    lib = Library("extlib", site / "extlib", "1.2.3")
+    read = reachable(lib, wanted_names(project), summaries, known)
+    names = sorted(Path(s.path).relative_to(site).as_posix() for s in read)
+    assert names == ["extlib/__init__.py", "extlib/util.py", "extlib/wrapper.py"]
+    assert sorted(known) == sorted(asked) and len(asked) == len(set(asked))
+    # From what is known already, nothing is summarised again.
+    asked.clear()
+    again = reachable(lib, wanted_names(project), summaries, known)
+    assert asked == [] and sorted(s.path for s in again) == sorted(s.path for s in read)
