@@ -7,7 +7,7 @@ the candidates of a call, with the share of real paths among those reviewed by h
 
 Trees are the unpacked wheels under ``.cache/src/`` (``bench_accuracy.py --download``
 fetches them). ``--sample`` writes that many dispatch paths per tree (at the largest
-bound, seeded) for review; reviewed labels live in ``benchmarks/accuracy/reach/``
+bound, seeded) for review, ``--exact`` every exact path; reviewed labels live in ``benchmarks/accuracy/reach/``
 (``dispatch-*.jsonl``: the sampled row with ``verdict`` (real, not_real, unsure),
 ``first_wrong_hop`` and a one-line ``reason``); their share of real paths is printed
 per bound. ``exact-*.jsonl`` holds the exact paths reviewed the same way.
@@ -56,6 +56,7 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=0)
     ap.add_argument("--seed", type=int, default=20261205)
     ap.add_argument("--out", default="")
+    ap.add_argument("--exact", action="store_true", help="also write every exact path to --out")
     args = ap.parse_args()
     bounds = [int(b) for b in args.bounds.split(",")]
     labels = _labels()
@@ -104,6 +105,8 @@ def main() -> int:
                 rows = tiers["dispatch"]
                 random.Random(args.seed).shuffle(rows)
                 sample += rows[: args.sample]
+            if args.exact:
+                sample += [{**r, "tier": "exact"} for r in tiers["exact"]]
         finally:
             os.chdir(cwd)
     if args.out:
