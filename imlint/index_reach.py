@@ -79,6 +79,8 @@ class ReachFinder:
 
         def overridden(self, target: Target) -> list[Target]: ...
 
+        def may_run_override(self, caller: Target, base: Target, override: Target) -> bool: ...
+
         def def_mode(self, s: FileSummary, d: DefSummary) -> str: ...
 
         def dispatch_reach(self, target: Target) -> tuple[list[str], int, list[str]] | None: ...
@@ -87,7 +89,8 @@ class ReachFinder:
         """The calls reach follows to ``target``: its callers, the functions that call
         it when it is handed to them (``index_regions.py``) or through a declared class
         (``index_types.py``), and, for a method, the calls that reach the base class
-        methods it overrides (Python runs the override there)."""
+        methods it overrides (Python runs the override there, when the receiver can be
+        of its class: ``TypeFinder.may_run_override``)."""
         found = [*self.callers.get(target, ()), *self.handed_callers.get(target, ())]
         seen = {target}
         pending = list(self.overridden(target))
@@ -97,6 +100,8 @@ class ReachFinder:
                 continue
             seen.add(over)
             for caller, region in (*self.callers.get(over, ()), *self.handed_callers.get(over, ())):
+                if not self.may_run_override(caller, over, target):
+                    continue
                 found.append((caller, region))
                 self.edge_notes.setdefault((caller, target), f"calls `{over[1]}`")
             pending.extend(self.overridden(over))

@@ -48,6 +48,41 @@ class TypeFinder:
     def _init_types(self) -> None:
         self._attr_classes: dict[tuple[Target, str], Target | None] = {}
         self._methods_of: dict[str, dict[str, list[DefSummary]]] = {}
+        self._ancestors: dict[Target, frozenset[Target]] = {}
+
+    def owner(self, method: Target) -> Target | None:
+        """The class a method is defined in."""
+        s = self.modules.get(method[0])
+        d = s.defs.get(method[1]) if s is not None else None
+        return (s.module, d.cls) if s is not None and d is not None and d.cls else None
+
+    def ancestors(self, cls: Target) -> frozenset[Target]:
+        """The class and every project class it derives from."""
+        known = self._ancestors.get(cls)
+        if known is not None:
+            return known
+        self._ancestors[cls] = frozenset({cls})  # a cycle stops here
+        found = {cls}
+        s = self.modules.get(cls[0])
+        cd = s.defs.get(cls[1]) if s is not None else None
+        for base in cd.bases if s is not None and cd is not None else ():
+            b = self._resolve_in(s, None, base)
+            if b is not None and self._kind(b) == "class":
+                found |= self.ancestors(b)
+        self._ancestors[cls] = frozenset(found)
+        return self._ancestors[cls]
+
+    def may_run_override(self, caller: Target, base: Target, override: Target) -> bool:
+        """Whether a call that resolves to method ``base`` in ``caller`` can run
+        ``override`` (a subclass's): a method of a class that inherits ``base`` calls it
+        on ``self``, whose class derives from the caller's (a sibling subclass's
+        override never runs there); any other caller holds some instance of the base."""
+        caller_cls, base_cls, over_cls = self.owner(caller), self.owner(base), self.owner(override)
+        if caller_cls is None or base_cls is None or over_cls is None:
+            return True
+        if base_cls not in self.ancestors(caller_cls):
+            return True
+        return caller_cls in self.ancestors(over_cls)
 
     def resolve_typed(self, s: FileSummary, d: DefSummary, text: str) -> Target | None:
         """The method a call reaches through the class of its receiver, or the

@@ -148,3 +148,44 @@ def test_a_union_of_classes_names_no_class(tmp_path: Path) -> None:
     context = CONTEXT.replace('Optional["Backend"]', '"Backend | int"')
     d = reach_of(tmp_path, package(RUNNER, context))
     assert d["tier"] != "exact"
+
+
+def test_a_self_call_in_one_subclass_never_runs_a_sibling_subclass_override(
+    tmp_path: Path,
+) -> None:
+    """``Drafter`` calls ``self.slots()``: ``OtherDrafter.slots`` (a sibling's
+    override) never runs there, only ``Drafter``'s own line of classes."""
+    kern = """
+        import torch
+
+        _BUFS = {}
+
+
+        class Proposer:
+            def slots(self):
+                return None
+
+
+        class Drafter(Proposer):
+            def dummy_run(self):
+                with torch.inference_mode():
+                    self.slots()
+
+
+        class OtherDrafter(Proposer):
+            def slots(self):
+                buf = _BUFS.get("s")
+                if buf is None:
+                    buf = _BUFS["s"] = torch.empty(8)
+                buf.zero_()
+                return buf
+        """
+    d = reach_of(tmp_path, {"pkg/__init__.py": "", "pkg/kern.py": kern})
+    assert d["tier"] != "exact", d["reach"]
+    subclass = kern.replace("class OtherDrafter(Proposer):", "class OtherDrafter(Drafter):")
+    d = reach_of(tmp_path, {"pkg/__init__.py": "", "pkg/kern.py": subclass})
+    assert d["tier"] == "exact"
+    assert (
+        d["reach"]
+        == "Drafter.dummy_run [inference_mode calls `Proposer.slots`] -> OtherDrafter.slots"
+    )
