@@ -65,10 +65,11 @@ class TypeFinder:
         found = {cls}
         s = self.modules.get(cls[0])
         cd = s.defs.get(cls[1]) if s is not None else None
-        for base in cd.bases if s is not None and cd is not None else ():
-            b = self._resolve_in(s, None, base)
-            if b is not None and self._kind(b) == "class":
-                found |= self.ancestors(b)
+        if s is not None and cd is not None:
+            for base in cd.bases:
+                b = self._resolve_in(s, None, base)
+                if b is not None and self._kind(b) == "class":
+                    found |= self.ancestors(b)
         self._ancestors[cls] = frozenset(found)
         return self._ancestors[cls]
 
