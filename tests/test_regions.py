@@ -335,15 +335,18 @@ def test_calls_by_name_make_a_weaker_tier_ranked_after_exact_paths(tmp_path):
 
 
 def test_calls_by_name_with_too_many_candidates_are_not_followed(tmp_path):
-    classes = "\n".join(
-        f"""
+    from imlint.index_dispatch import DISPATCH_BOUND
+
+    def runner(n: int) -> str:
+        classes = "\n".join(
+            f"""
         class Splitter{i}:
             def run(self, n):
                 split_pages(torch.zeros(n))
         """
-        for i in range(12)
-    )
-    runner = f"""
+            for i in range(n)
+        )
+        return f"""
         import torch
         from pkg.kern import split_pages
         {classes}
@@ -352,5 +355,9 @@ def test_calls_by_name_with_too_many_candidates_are_not_followed(tmp_path):
             with torch.inference_mode():
                 worker.splitter.run(4)
         """
-    d = reach_of(tmp_path, package(runner))
+
+    d = reach_of(tmp_path, package(runner(DISPATCH_BOUND)))
+    assert d["tier"] == "dispatch"
+    assert f"(by name: `worker.splitter.run`, 1 of {DISPATCH_BOUND})" in d["reach"]
+    d = reach_of(tmp_path, package(runner(DISPATCH_BOUND + 1)))
     assert d["tier"] == "" and d["reach"].startswith("no path found")
