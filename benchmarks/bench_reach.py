@@ -58,6 +58,8 @@ def main() -> int:
     ap.add_argument("--out", default="")
     ap.add_argument("--exact", action="store_true", help="also write every exact path to --out")
     args = ap.parse_args()
+    if (args.sample or args.exact) and not args.out:
+        ap.error("--sample and --exact write to --out FILE")
     bounds = [int(b) for b in args.bounds.split(",")]
     labels = _labels()
     sample: list[dict] = []

@@ -47,7 +47,7 @@ class DispatchFinder:
 
     if TYPE_CHECKING:
 
-        def callers_of(self, target: Target) -> list[tuple[Target, str]]: ...
+        def reach_callers(self, target: Target) -> list[tuple[Target, str]]: ...
 
         def accepts(self, target: Target, d: DefSummary, text: str) -> bool: ...
 
@@ -133,7 +133,7 @@ class DispatchFinder:
         graph: dict[Target, list[tuple[Target, str, str, int]]] = {}
         for s, d in self._functions():
             target = (s.module, d.qual)
-            for caller, region in self.callers_of(target) + self.handed_callers.get(target, []):
+            for caller, region in self.reach_callers(target):
                 graph.setdefault(target, []).append((caller, region, "", 0))
         for (caller, text), regions in self.unresolved_modes.items():
             found = self.dispatch_candidates(caller, text, self.dispatch_bound)

@@ -85,13 +85,20 @@ class ReachFinder:
 
         def dispatch_reach(self, target: Target) -> tuple[list[str], int, list[str]] | None: ...
 
+    def _init_reach(self) -> None:
+        self._reach_callers: dict[Target, list[tuple[Target, str]]] = {}
+
     def reach_callers(self, target: Target) -> list[tuple[Target, str]]:
         """The calls reach follows to ``target``: its callers, the functions that call
         it when it is handed to them (``index_regions.py``) or through a declared class
-        (``index_types.py``), and, for a method, the calls that reach the base class
+        (``index_types.py``), and, for a method, the virtual calls of the base class
         methods it overrides (Python runs the override there, when the receiver can be
         of its class: ``TypeFinder.may_run_override``)."""
+        known = self._reach_callers.get(target)
+        if known is not None:
+            return known
         found = [*self.callers.get(target, ()), *self.handed_callers.get(target, ())]
+        direct = {caller for caller, _ in found}
         seen = {target}
         pending = list(self.overridden(target))
         while pending:
@@ -103,8 +110,10 @@ class ReachFinder:
                 if not self.may_run_override(caller, over, target):
                     continue
                 found.append((caller, region))
-                self.edge_notes.setdefault((caller, target), f"calls `{over[1]}`")
+                if caller not in direct:
+                    self.edge_notes.setdefault((caller, target), f"calls `{over[1]}`")
             pending.extend(self.overridden(over))
+        self._reach_callers[target] = found
         return found
 
     def target_of(self, path: str, function: str) -> Target | None:
@@ -149,7 +158,8 @@ class ReachFinder:
             note = self.edge_notes.get((cursor, after)) if after is not None else None
             mark = _label(found_region) if cursor == found else ""
             if note:
-                mark = f"{mark} {note}" if mark else note
+                joint = ", " if note.startswith("calls ") else " "
+                mark = f"{mark}{joint}{note}" if mark else note
             path.append(label + (f" [{mark}]" if mark else ""))
             cursor = after
         return Reach(True, path, 0, "exact")

@@ -26,6 +26,9 @@ _DEPTH = 8
 #: What calling an object of a class runs, when the project defines it: ``__call__``,
 #: or a ``torch.nn.Module``'s ``forward`` (its ``__call__`` is torch's).
 _CALL_METHODS = ("__call__", "forward")
+#: Methods a call runs as named, whatever subclasses define (``Base()`` runs
+#: ``Base.__init__``).
+_NOT_VIRTUAL = frozenset({"__init__", "__new__", "__post_init__", "__init_subclass__"})
 
 
 class TypeFinder:
@@ -49,12 +52,30 @@ class TypeFinder:
         self._attr_classes: dict[tuple[Target, str], Target | None] = {}
         self._methods_of: dict[str, dict[str, list[DefSummary]]] = {}
         self._ancestors: dict[Target, frozenset[Target]] = {}
+        #: (caller, method) -> how a call may run an override of the method: ``self``
+        #: (``self.m()``: one of the caller's own line of classes), ``any`` (a receiver
+        #: of a declared class: any subclass); other calls run the method they name
+        self.virtual_calls: dict[tuple[Target, Target], str] = {}
+
+    def note_dispatch(self, caller: Target, text: str, target: Target, typed: bool) -> None:
+        """Record whether the call ``text`` may run an override of ``target``: never a
+        constructor (``Base()`` runs ``Base.__init__``), ``super().m()`` or
+        ``Base.m(self)``."""
+        if target[1].rsplit(".", 1)[-1] in _NOT_VIRTUAL:
+            return
+        if text.startswith("self.") and text.count(".") == 1:
+            self.virtual_calls[(caller, target)] = "self"
+        elif typed and "." in text:
+            self.virtual_calls.setdefault((caller, target), "any")
 
     def owner(self, method: Target) -> Target | None:
-        """The class a method is defined in."""
+        """The class a method (or a closure inside one) is defined in."""
         s = self.modules.get(method[0])
         d = s.defs.get(method[1]) if s is not None else None
-        return (s.module, d.cls) if s is not None and d is not None and d.cls else None
+        if s is None or d is None:
+            return None
+        outer = next((scope for scope in _scopes(s, d) if scope.cls), None)
+        return (s.module, outer.cls) if outer is not None else None
 
     def ancestors(self, cls: Target) -> frozenset[Target]:
         """The class and every project class it derives from."""
@@ -75,13 +96,14 @@ class TypeFinder:
 
     def may_run_override(self, caller: Target, base: Target, override: Target) -> bool:
         """Whether a call that resolves to method ``base`` in ``caller`` can run
-        ``override`` (a subclass's): a method of a class that inherits ``base`` calls it
-        on ``self``, whose class derives from the caller's (a sibling subclass's
-        override never runs there); any other caller holds some instance of the base."""
-        caller_cls, base_cls, over_cls = self.owner(caller), self.owner(base), self.owner(override)
-        if caller_cls is None or base_cls is None or over_cls is None:
-            return True
-        if base_cls not in self.ancestors(caller_cls):
+        ``override`` (a subclass's method): only a virtual call (``virtual_calls``) can;
+        one on ``self`` only when the override's class derives from the caller's (a
+        sibling subclass's override never runs there)."""
+        how = self.virtual_calls.get((caller, base))
+        if how != "self":
+            return how == "any"
+        caller_cls, over_cls = self.owner(caller), self.owner(override)
+        if caller_cls is None or over_cls is None:
             return True
         return caller_cls in self.ancestors(over_cls)
 
@@ -124,11 +146,15 @@ class TypeFinder:
             owner = next((scope for scope in _scopes(s, d) if scope.cls), None)
             return (s.module, owner.cls) if owner is not None else None
         for scope in _scopes(s, d):
-            entry = _single(scope.annots, name)
-            if entry is not None:
-                if entry.startswith(ALIAS):
-                    return self.class_of(s, scope, entry[len(ALIAS) :], depth + 1)
-                return self._declared(s, scope, entry, depth)
+            entries = {text for key, text in scope.annots if key == name}
+            declared = {text for text in entries if not text.startswith(ALIAS)}
+            if declared:  # an annotation says it, whatever the name is bound to
+                only = declared.pop() if len(declared) == 1 else None
+                return self._declared(s, scope, only, depth) if only is not None else None
+            if entries:  # an alias, unless the name is bound to something else too
+                if len(entries) > 1 or name in scope.types:
+                    return None
+                return self.class_of(s, scope, entries.pop()[len(ALIAS) :], depth + 1)
             if name in scope.types:
                 return self._made(s, scope, scope.types[name], depth)
             if name in scope.params or name in scope.keywords:
@@ -178,7 +204,10 @@ class TypeFinder:
             return self._attr_classes[key]
         self._attr_classes[key] = None  # a cycle through the bases gives up
         found = self._attr_class(cls, attr, depth) if depth <= _DEPTH else None
-        self._attr_classes[key] = found
+        if found is not None or depth == 0:
+            self._attr_classes[key] = found
+        else:  # it may have given up only for depth: a shallower lookup tries again
+            del self._attr_classes[key]
         return found
 
     def _attr_class(self, cls: Target, attr: str, depth: int) -> Target | None:

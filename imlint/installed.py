@@ -245,10 +245,10 @@ def reachable(
     known: dict[str, tuple[object, ...]],
 ) -> list[FileSummary]:
     """The summaries of the library's files the project can reach: the modules it names
-    (``wanted``) and, from each, the modules those import, as Python would load them;
-    a package's ``__init__`` is read, and followed only for the names asked of it (a
-    re-export leads to the module defining the name; a name defined there, or one it
-    cannot tell, follows all its imports). ``known`` holds summaries by path (a cache), and gains what ``summarize``
+    (``wanted``) and, from each, what that module imports or calls through an import,
+    within the library; a package's ``__init__`` is read, and followed only for the
+    names asked of it (a re-export leads to the module defining the name; a name
+    defined there, or one it cannot tell, follows all its imports). ``known`` holds summaries by path (a cache), and gains what ``summarize``
     (paths -> summary data) makes."""
     walk = _Closure(lib, known)
     pending = sorted(q for q in wanted if q.split(".", 1)[0] == lib.name)
@@ -272,6 +272,8 @@ class _Closure:
         self.base = lib.folder.parent
 
     def file_of(self, module: str) -> str | None:
+        if module.split(".", 1)[0] != self.lib.name:
+            return None  # another package (a re-export of ``otherlib.thing``): not ours
         if self.lib.folder.is_file():
             return str(self.lib.folder) if module == self.lib.name else None
         path = self.base.joinpath(*module.split("."))
@@ -325,4 +327,4 @@ class _Closure:
             return []
         self.followed.add(path)
         head = self.lib.name
-        return sorted({q for q in s.imports.values() if q.split(".", 1)[0] == head})
+        return sorted(q for q in wanted_names([s]) if q.split(".", 1)[0] == head)

@@ -1094,6 +1094,7 @@ class ProjectIndex(
         self._init_regions()
         self._init_dispatch()
         self._init_types()
+        self._init_reach()
         self._build()
 
     # ---- resolution
@@ -1380,10 +1381,13 @@ class ProjectIndex(
                 for text, region in d.calls:
                     target = self.resolve(s, d, text)
                     if target is None:
-                        scoped = self.resolve_scoped(s, d, text) or self.resolve_typed(s, d, text)
+                        scoped = self.resolve_scoped(s, d, text)
+                        typed = scoped is None
+                        scoped = self.resolve_typed(s, d, text) if typed else scoped
                         if scoped is not None and self._kind(scoped) == "function":
                             mode = self.call_region(s, d, region)
                             self.handed_callers.setdefault(scoped, []).append((caller, mode))
+                            self.note_dispatch(caller, text, scoped, typed)
                         if not self._is_external(s, text) and not _tensor_call(text):
                             name = text.rsplit(".", 1)[-1].lstrip("?")
                             if name:
@@ -1402,6 +1406,7 @@ class ProjectIndex(
                         target = init
                     mode = self.call_region(s, d, region)
                     self.callers.setdefault(target, []).append((caller, mode))
+                    self.note_dispatch(caller, text, target, False)
                     if region.startswith(CM_REGION_PREFIX) and self.region_mode(s, d, region):
                         via = self.region_via(s, d, region)
                         self.edge_notes[(caller, target)] = f"via `{via}`"

@@ -435,8 +435,9 @@ class _Summaries:
         out: list[Any] = []
         for lib in find_libraries(names, site):
             files = library_files(lib)
-            if not files:
-                continue  # more files than ``MAX_FILES``
+            if not files:  # more files than ``MAX_FILES``
+                stats.libraries.append(f"{lib.name} {lib.version} (left out: too many files)")
+                continue
             cached = cache_path(lib, layout)
             known = {str(d[0]): d for d in load_cached(cached) or () if isinstance(d, tuple)}
             before = len(known)

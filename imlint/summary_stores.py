@@ -70,6 +70,7 @@ class StoreFacts:
         cond: int
         may_allocate: bool
         vocabulary: frozenset[str]
+        _declaring: bool
 
         def visit(self, node: ast.AST) -> None: ...
 
@@ -85,7 +86,7 @@ class StoreFacts:
             self, target: ast.expr, scope: _Scope, item: bool = False, get_or_create: bool = False
         ) -> None: ...
 
-        def annotated(self, target: ast.expr, hint: ast.expr) -> None: ...
+        def annotated(self, target: ast.expr, hint: ast.expr) -> bool: ...
 
         def aliased(self, name: str, value: ast.expr) -> None: ...
 
@@ -260,7 +261,10 @@ class StoreFacts:
         if node.value is not None:
             self.visit(node.value)
         self.annotated(node.target, node.annotation)
-        self._assign(node.target, node.value, node.lineno)
+        try:
+            self._assign(node.target, node.value, node.lineno)
+        finally:
+            self._declaring = False
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         scope = self.scopes[-1]

@@ -153,16 +153,23 @@ def test_only_the_modules_the_project_reaches_are_read(tmp_path: Path) -> None:
 
     site = tmp_path / "site-packages"
     files = {
-        "extlib/__init__.py": "from extlib.wrapper import MoEWrapper\nfrom extlib import other\n",
-        "extlib/wrapper.py": "from extlib.util import workspace\n" + textwrap.dedent(WRAPPER),
+        "extlib/__init__.py": "from extlib.wrapper import MoEWrapper\nfrom extlib import other\n"
+        "from otherlib import thing\n",
+        "extlib/wrapper.py": "from extlib.util import workspace\nimport extlib.sub.b\n"
+        + textwrap.dedent(WRAPPER)
+        + "\ndef g():\n    return extlib.sub.b.h()\n",
         "extlib/util.py": "import torch\ndef workspace(n):\n    return torch.empty(n)\n",
+        "extlib/sub/__init__.py": "",
+        "extlib/sub/b.py": "def h():\n    pass\n",
         "extlib/other.py": "from extlib.unused import helper\n",
         "extlib/unused.py": "def helper():\n    pass\n",
+        "otherlib/__init__.py": "def thing():\n    pass\n",
     }
     for name, text in files.items():
         (site / name).parent.mkdir(parents=True, exist_ok=True)
         (site / name).write_text(text)
-    project = [summarize("layer.py", textwrap.dedent(LAYER), AnalysisOptions())]
+    layer = textwrap.dedent(LAYER) + "\n\ndef other():\n    import extlib\n    extlib.thing()\n"
+    project = [summarize("layer.py", layer, AnalysisOptions())]
     asked: list[str] = []
 
     def summaries(paths: list[str]) -> dict[str, tuple[object, ...]]:
@@ -173,7 +180,15 @@ def test_only_the_modules_the_project_reaches_are_read(tmp_path: Path) -> None:
     lib = Library("extlib", site / "extlib", "1.2.3")
     read = reachable(lib, wanted_names(project), summaries, known)
     names = sorted(Path(s.path).relative_to(site).as_posix() for s in read)
-    assert names == ["extlib/__init__.py", "extlib/util.py", "extlib/wrapper.py"]
+    # ``extlib.thing`` is ``otherlib``'s: another package, not read as ``extlib``'s;
+    # ``extlib.sub.b.h()`` in the wrapper reads ``sub/b.py``
+    assert names == [
+        "extlib/__init__.py",
+        "extlib/sub/__init__.py",
+        "extlib/sub/b.py",
+        "extlib/util.py",
+        "extlib/wrapper.py",
+    ]
     assert sorted(known) == sorted(asked) and len(asked) == len(set(asked))
     # From what is known already, nothing is summarised again.
     asked.clear()

@@ -181,11 +181,94 @@ def test_a_self_call_in_one_subclass_never_runs_a_sibling_subclass_override(
                 return buf
         """
     d = reach_of(tmp_path, {"pkg/__init__.py": "", "pkg/kern.py": kern})
-    assert d["tier"] != "exact", d["reach"]
+    assert d["tier"] == "" and d["reach"].startswith("no path found"), d["reach"]
     subclass = kern.replace("class OtherDrafter(Proposer):", "class OtherDrafter(Drafter):")
     d = reach_of(tmp_path, {"pkg/__init__.py": "", "pkg/kern.py": subclass})
     assert d["tier"] == "exact"
     assert (
         d["reach"]
-        == "Drafter.dummy_run [inference_mode calls `Proposer.slots`] -> OtherDrafter.slots"
+        == "Drafter.dummy_run [inference_mode, calls `Proposer.slots`] -> OtherDrafter.slots"
     )
+
+
+NAMED_CALLS = """
+    import torch
+
+
+    class Proposer:
+        def __init__(self):
+            pass
+
+        def slots(self):
+            return None
+
+
+    class Drafter(Proposer):
+        def __init__(self):
+            super().__init__()
+
+        def slots(self):
+            return super().slots()
+
+
+    def warm(p: Proposer):
+        with torch.inference_mode():
+            CALL
+    """
+
+
+def test_calls_that_name_their_method_never_run_an_override(tmp_path: Path) -> None:
+    """``Proposer()`` runs ``Proposer.__init__``, ``Proposer.slots(p)`` and
+    ``super().slots()`` the method they name; ``p.slots()`` on a parameter declared a
+    ``Proposer`` may run any subclass's override."""
+    from .test_project import index_of
+
+    def callers(call: str, method: str) -> list[str]:
+        files = {"pkg/__init__.py": "", "pkg/kern.py": NAMED_CALLS.replace("CALL", call)}
+        index = index_of(files, tmp_path)
+        module = index.modules["pkg.kern"].module
+        return sorted(c[1] for c, _ in index.reach_callers((module, method)))
+
+    assert callers("Proposer()", "Drafter.__init__") == []
+    assert callers("Proposer.slots(p)", "Drafter.slots") == []
+    assert callers("p.slots()", "Drafter.slots") == ["warm"]
+    assert callers("p.slots()", "Proposer.slots") == ["Drafter.slots", "warm"]
+
+
+def test_an_annotated_alias_keeps_its_annotation(tmp_path: Path) -> None:
+    """``mr: ModelRunner = self.model_runner`` names the class; a local bound to an
+    alias and to something else names none."""
+    runner = RUNNER.replace("mr = self.model_runner", "mr: ModelRunner = self.model_runner")
+    runner = runner.replace("model_runner: ModelRunner)", "model_runner)")
+    d = reach_of(tmp_path, package(runner))
+    assert d["tier"] == "exact", d["reach"]
+    rebound = RUNNER.replace(
+        "mr = self.model_runner", "mr = self.model_runner\n            mr = make_other()"
+    )
+    d = reach_of(tmp_path, package(rebound))
+    assert d["tier"] != "exact", d["reach"]
+
+
+def test_odd_annotations_name_no_class() -> None:
+    import ast
+
+    from imlint.summary_types import annotation
+
+    def of(text: str) -> str | None:
+        return annotation(ast.parse(text, mode="eval").body)
+
+    assert of('"pkg.Backend"') == "pkg.Backend"
+    assert of("Optional[Backend]") == of("Backend | None") == of("Union[None, Backend]")
+    assert of("Backend | None") == "Backend"
+    for odd in (
+        '"not an expression ("',
+        '"a\\x00b"',
+        "list[Backend]",
+        "type[Backend]",
+        "Backend | Other",
+        "Union[Backend, Other]",
+        "None",
+        "'None'",
+        "f(x)",
+    ):
+        assert of(odd) is None, odd
