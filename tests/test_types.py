@@ -7,13 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .test_regions import KERNEL as REGIONS_KERNEL
 from .test_regions import reach_of
 
-KERNEL = """
-    import torch
-
-    _BUFS = {}
-
+# ``test_regions.KERNEL``'s lazy split buffer, and backends of a declared base class,
+# one of which reaches it.
+KERNEL = (
+    REGIONS_KERNEL
+    + """
 
     class Backend:
         def forward(self, q):
@@ -28,16 +29,8 @@ KERNEL = """
     class OtherBackend(Backend):
         def forward(self, q):
             return q
-
-
-    def split_pages(kv):
-        buf = _BUFS.get("split")
-        if buf is None or buf.shape[0] < kv.shape[0]:
-            buf = torch.empty(kv.shape[0], 64)
-            _BUFS["split"] = buf
-        _split_kernel[(1,)](kv, buf)
-        return buf
     """
+)
 
 CONTEXT = """
     from __future__ import annotations
