@@ -54,6 +54,8 @@ VIEW_METHODS = frozenset(
         "unbind",
         "tensor_split",
         "__getitem__",
+        "view_as_real",  # function forms only: ``torch.view_as_real(x)``
+        "view_as_complex",
     }
 )
 

@@ -241,6 +241,10 @@ class FunctionAnalysis:
                     continue
                 if sid is not None:
                     out.add(sid)
+                elif e.args and _torch_view(e, self.index.imports):
+                    # ``torch.view_as_real(table(n))``: a view of what its argument made
+                    stack.append(e.args[0].value)
+                    continue
                 if isinstance(func, cst.Attribute) and func.attr.value not in NON_TENSOR_METHODS:
                     stack.append(func.value)
                 elif isinstance(func, cst.Name) and func.value in KEEPING_BUILTINS:

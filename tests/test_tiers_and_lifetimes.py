@@ -2519,3 +2519,34 @@ def test_a_write_to_the_whole_of_data_cannot_raise():
         assert found == [(10, expected)], use
     sliced = code.replace("USE", "helper(self._amax, v)").replace("WRITE", "zero_()")
     assert codes(sliced.replace("t.data.zero_()", "t.data[0] = 1")) == [(10, "IM001")]
+
+
+def test_the_function_form_of_a_view_keeps_what_its_argument_made():
+    """``torch.view_as_real(table(n))`` keeps the storage ``table`` makes (and
+    ``torch.view_as_real(torch.polar(a, b))`` what ``polar`` makes): a view of it."""
+    code = """
+    import torch
+
+    def table(n):
+        f = torch.arange(n).float()
+        return torch.polar(torch.ones_like(f), f)
+
+    class Rope:
+        def __init__(self):
+            self._t = None
+            self._u = None
+
+        def cis(self, n):
+            if self._t is None:
+                self._t = torch.view_as_real(table(n))
+            return self._t
+
+        def cis2(self, f):
+            if self._u is None:
+                self._u = torch.view_as_real(torch.polar(torch.ones_like(f), f))
+            return self._u
+    """
+    assert codes(code) == [(15, "IM005"), (20, "IM005")]
+    # a view of a tensor handed in is not new storage
+    handed = code.replace("torch.view_as_real(table(n))", "torch.view_as_real(n)")
+    assert codes(handed) == [(20, "IM005")]
