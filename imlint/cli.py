@@ -337,27 +337,17 @@ def run(
     lines_of = LineCache()
     progress = Progress.for_terminal(sys.stderr, quiet)
     stats = RunStats(progress=progress)
-    # Never more workers than a few per CPU (run_files also caps them at the files).
-    jobs = min(jobs if jobs is not None else default_jobs(), 4 * default_jobs())
     try:
-        if stdin_filename is not None:
-            ran = _run_stdin_unless_excluded(
-                stdin_filename, settings, mode, force_exclude, lines_of, jobs, no_cache
-            )
-            if ran is None:
-                return 0
-            outcomes, n_files, errors = ran
-        else:
-            outcomes, n_files, errors = _run_paths(
-                paths or (".",), resolver, mode, force_exclude, jobs, no_fast, no_cache,
-                debug, stats,
-            )  # fmt: skip
-    except ConfigError as exc:
-        click.echo(str(exc), err=True)
-        return 2
+        ran = _check_inputs(
+            paths, stdin_filename, resolver, settings, mode, force_exclude, lines_of, jobs,
+            no_fast, no_cache, debug, stats,
+        )  # fmt: skip
     finally:
         if progress is not None:
             progress.close()
+    if isinstance(ran, int):
+        return ran
+    outcomes, n_files, errors = ran
     errors += [(o.path, o.error) for o in outcomes if o.error is not None]
     findings, guarded = _in_report_order(outcomes, observed)
     if write_baseline is not None or baseline is not None:
@@ -379,6 +369,40 @@ def run(
             resolver.for_path, explain_reach, stats, guarded, quiet, outcomes, n_files,
         )  # fmt: skip
     return _exit_code(findings, errors, mode, exit_zero)
+
+
+def _check_inputs(
+    paths: tuple[str, ...],
+    stdin_filename: str | None,
+    resolver: SettingsResolver,
+    settings: Settings,
+    mode: str,
+    force_exclude: bool,
+    lines_of: LineCache,
+    jobs: int | None,
+    no_fast: bool,
+    no_cache: bool,
+    debug: bool,
+    stats: RunStats,
+) -> tuple[list[Outcome], int, list[tuple[str, str]]] | int:
+    """Check the files (or stdin's text): their outcomes, how many files, errors; or
+    the exit code when there is nothing to report (an excluded stdin file: 0; a bad
+    configuration met on the way: 2)."""
+    # Never more workers than a few per CPU (run_files also caps them at the files).
+    jobs = min(jobs if jobs is not None else default_jobs(), 4 * default_jobs())
+    try:
+        if stdin_filename is not None:
+            ran = _run_stdin_unless_excluded(
+                stdin_filename, settings, mode, force_exclude, lines_of, jobs, no_cache
+            )
+            return 0 if ran is None else ran
+        return _run_paths(
+            paths or (".",), resolver, mode, force_exclude, jobs, no_fast, no_cache,
+            debug, stats,
+        )  # fmt: skip
+    except ConfigError as exc:
+        click.echo(str(exc), err=True)
+        return 2
 
 
 def _baseline_step(
