@@ -4,6 +4,7 @@ the candidates of a call, with the share of real paths among those reviewed by h
 
     python benchmarks/bench_reach.py --trees sglang-0.5.23,vllm-0.33.0 --bounds 1,2,4,8,16,32
     python benchmarks/bench_reach.py --trees sglang-0.5.23 --sample 20 --seed 20261205 --out F
+    python benchmarks/bench_reach.py --seed-case
 
 Trees are the unpacked wheels under ``.cache/src/`` (``bench_accuracy.py --download``
 fetches them). ``--sample`` writes that many dispatch paths per tree (at the largest
@@ -57,7 +58,14 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=20261205)
     ap.add_argument("--out", default="")
     ap.add_argument("--exact", action="store_true", help="also write every exact path to --out")
+    ap.add_argument(
+        "--seed-case",
+        action="store_true",
+        help="print the seed's paths on sglang 0.5.16-0.5.18 instead (see seed_case)",
+    )
     args = ap.parse_args()
+    if args.seed_case:
+        return seed_case()
     if (args.sample or args.exact) and not args.out:
         ap.error("--sample and --exact write to --out FILE")
     bounds = [int(b) for b in args.bounds.split(",")]
@@ -114,6 +122,56 @@ def main() -> int:
     if args.out:
         Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in sample))
     return 0
+
+
+#: The seed case (``../shared/seed``): the flash_mla split buffer, the dummy run the
+#: autotune region runs, and the model call between them.
+_SPLIT = ("kernels.ops.attention.flash_mla_sm120", "_split_kv_pages_to_64")
+_RUNNER = "srt.model_executor.runner.base_runner"
+
+
+def seed_case() -> int:
+    """For sglang 0.5.16, 0.5.17 and 0.5.18: the reach of ``BaseRunner._dummy_run``
+    (armed through the autotune context manager where it enters inference mode), the
+    longest exact chain of callers up from the split buffer, and how many project
+    methods a call by name of ``mr.model.forward`` may reach."""
+    cwd = os.getcwd()
+    for name in ("sglang-0.5.16", "sglang-0.5.17", "sglang-0.5.18"):
+        tree = SRC / name
+        if not tree.is_dir():
+            print(f"{name}: not unpacked (bench_accuracy.py --download)")
+            continue
+        os.chdir(tree)
+        try:
+            index = index_of(tree, "sglang")
+        finally:
+            os.chdir(cwd)
+        runner = index.modules[f"sglang.{_RUNNER}"].module
+        split = (index.modules[f"sglang.{_SPLIT[0]}"].module, _SPLIT[1])
+        print(f"{name}: _dummy_run: {index.reach((runner, 'BaseRunner._dummy_run')).text()}")
+        print(f"{name}: split buffer: {index.reach(split).text()}")
+        print(f"{name}: exact callers up from it: {' <- '.join(_longest_chain(index, split))}")
+        found = index.dispatch_candidates(
+            (runner, "BaseRunner._dummy_run.run_once"), "mr.model.forward", 100000
+        )
+        print(f"{name}: candidates of mr.model.forward: {len(found)}")
+    return 0
+
+
+def _longest_chain(index, start):  # type: ignore[no-untyped-def]
+    """The longest chain of reach callers (exact edges) that starts at ``start``."""
+    parent = {start: None}
+    order = [start]
+    for node in order:
+        for caller, _region in index.reach_callers(node):
+            if caller not in parent:
+                parent[caller] = node
+                order.append(caller)
+    chain, node = [], order[-1]
+    while node is not None:
+        chain.append(node[1])
+        node = parent[node]
+    return list(reversed(chain))
 
 
 def _key(row: dict) -> tuple[str, str, str]:
