@@ -158,14 +158,10 @@ def _reaching(
 ) -> set[int]:
     """The allocation sites whose tensor a store keeps."""
     assert store.value is not None
-    reaching = {sid for sid in fa.flow(store.value) if not stored_before(store, allocations[sid])}
-    # ``p = torch.clamp(x); p = p.repeat_interleave(k)``: what ``p`` held before
-    # a method remade it is the site.
-    reaching -= {
-        sid
-        for sid in reaching & index.derived
-        if (fa.flow(allocations[sid].receiver) - {sid}) & reaching  # type: ignore[arg-type]
-    }
+    # ``p = torch.arange(n); p = p.repeat_interleave(k); self._p = p``: the definitions
+    # of ``p`` that reach the store, so the storage kept is the second call's.
+    made = fa.flow(store.value, at=(store.order, store.frames))
+    reaching = {sid for sid in made if not stored_before(store, allocations[sid])}
     if any(allocations[sid].chain is None for sid in reaching):
         # A torch allocation is what is stored (``helper(n).new_zeros(n)``):
         # the calls it is derived from are not the site.

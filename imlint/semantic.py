@@ -81,6 +81,11 @@ class Frame:
 Frames = tuple[Frame, ...]
 
 
+def _bare(frames: Frames) -> Frames:
+    """Frames without ``with`` blocks, whose bodies always run when they are reached."""
+    return tuple(fr for fr in frames if fr.kind != "with")
+
+
 def is_prefix(prefix: Frames, frames: Frames) -> bool:
     """Whether ``frames`` lie inside ``prefix``: code there runs only after entering every
     block of ``prefix``."""
@@ -303,8 +308,9 @@ class FunctionModel:
 
     def reaching(self, name: str, at: tuple[int, Frames] | None) -> list[cst.BaseExpression]:
         """The definitions of local ``name`` that can reach code at ``at`` (its order and
-        frames): the last plain assignment before it in a block that holds it (every path
-        to it runs that assignment: ``z = self._buf.view(n)`` then ``z = shift(z)``) and
+        frames): the last plain assignment before it in a block that holds it, a ``with``
+        body counting as the block around it (every path to it runs that assignment:
+        ``z = self._buf.view(n)`` then ``z = shift(z)``) and
         whatever comes after that one (in branches, or later in a loop). All of them
         without ``at``."""
         defs = self.defs.get(name, [])
@@ -314,7 +320,11 @@ class FunctionModel:
         last = -1
         for v in defs:
             pos = self.def_at.get(id(v))
-            if pos is not None and last < pos[0] < order and is_prefix(pos[1], frames):
+            if (
+                pos is not None
+                and last < pos[0] < order
+                and is_prefix(_bare(pos[1]), _bare(frames))
+            ):
                 last = pos[0]
         if last < 0:
             return defs

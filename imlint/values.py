@@ -20,7 +20,7 @@ from imlint.names import (
     string_value,
 )
 from imlint.semantic import Frames, FunctionModel
-from imlint.vocabulary import NON_TENSOR_METHODS
+from imlint.vocabulary import NON_TENSOR_METHODS, TENSOR_COMPUTE_METHODS
 from imlint.walk import walk
 
 
@@ -34,6 +34,16 @@ def is_container(value: cst.BaseExpression, imports: ImportMap) -> bool:
         q = imports.qualify(value.func)
         return q is not None and q in CONTAINER_CALLS
     return False
+
+
+def remakes(func: cst.Attribute) -> bool:
+    """Whether a deriving method call always makes new storage: a computing method
+    (``t.exp()``, ``p.repeat_interleave(k)``), or a conversion of arithmetic made in the
+    same expression (``(h / c).to(d)``). A bare conversion (``x.to(d)``) returns its
+    receiver when nothing changes."""
+    if func.attr.value in TENSOR_COMPUTE_METHODS:
+        return True
+    return isinstance(func.value, (cst.BinaryOperation, cst.UnaryOperation))
 
 
 def _torch_view(call: cst.Call, imports: ImportMap) -> bool:
@@ -226,7 +236,16 @@ class FunctionAnalysis:
             return []
         return self._fills[name]
 
-    def flow(self, expr: cst.BaseExpression, seen: frozenset[str] = frozenset()) -> set[int]:
+    def flow(
+        self,
+        expr: cst.BaseExpression,
+        seen: frozenset[str] = frozenset(),
+        at: tuple[int, Frames] | None = None,
+        names: bool = True,
+    ) -> set[int]:
+        """The allocation sites whose storage ``expr`` may hold. ``at`` (order and
+        frames of the code that reads ``expr``) keeps a local's definitions to those
+        that reach it; ``names=False`` looks only inside the expression itself."""
         sites = self.index.site_ids
         out: set[int] = set()
         stack: list[cst.BaseExpression] = [expr]
@@ -236,8 +255,11 @@ class FunctionAnalysis:
                 sid = sites.get(id(e))
                 func = e.func
                 if sid in self.index.derived and isinstance(func, cst.Attribute):
-                    # ``torch.zeros(n).to(d)``: the innermost fresh tensor is the site.
-                    out |= self.flow(func.value, seen) or {sid}
+                    # ``torch.zeros(n).to(d)``: the innermost fresh tensor is the site;
+                    # ``t.exp()`` and ``(h / c).to(d)`` always make new storage here, so
+                    # a tensor made by an earlier statement is not what is kept.
+                    inner = names and not remakes(func)
+                    out |= self.flow(func.value, seen, at, inner) or {sid}
                     continue
                 if sid is not None:
                     out.add(sid)
@@ -265,10 +287,10 @@ class FunctionAnalysis:
                 if e.attr.value in VIEW_ATTRIBUTES:
                     stack.append(e.value)
             elif isinstance(e, cst.Name):
-                if e.value in seen or e.value in self.f.globals:
+                if not names or e.value in seen or e.value in self.f.globals:
                     continue
-                for v in (*self.f.defs.get(e.value, ()), *self._filled(e.value)):
-                    out |= self.flow(v, seen | {e.value})
+                for v in (*self.f.reaching(e.value, at), *self._filled(e.value)):
+                    out |= self.flow(v, seen | {e.value}, self.f.def_at.get(id(v)))
             elif isinstance(e, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
                 stack.extend(el.value for el in e.elements)
             elif isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):

@@ -94,6 +94,42 @@ SHAPES = {
         "m.obj.get(4)",
         "[m.obj._buf]",
     ),
+    "table built in a loop, then converted": (
+        """
+        import torch
+        _C = {}
+
+        def table(device):
+            h = _C.get(device)
+            if h is None:
+                h = torch.ones(1, 1)
+                for _ in range(3):
+                    h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
+                h = (h / 8**0.5).to(device).contiguous()
+                _C[device] = h
+            return h
+        """,
+        "m.table('cpu')",
+        "list(m._C.values())",
+    ),
+    "remade by a computing method": (
+        """
+        import torch
+
+        class Pos:
+            def __init__(self):
+                self._p = None
+
+            def get(self, n):
+                if self._p is None:
+                    p = torch.arange(n)
+                    p = p.repeat_interleave(2)
+                    self._p = p
+                return self._p
+        """,
+        "m.obj.get(4)",
+        "[m.obj._p]",
+    ),
     "cached function": (
         """
         import functools
