@@ -1,7 +1,7 @@
 """Allocation sites, as the collecting walk finds them: torch's factories and computing
 functions, ``new_*`` and ``clone()``, configured allocators, the project's allocating
 callables (``FileFacts.allocators``: IM003), and factories handed to get-or-create
-helpers (``FileFacts.helpers``)."""
+helpers (``FileFacts.helpers``), and arithmetic on tensors made before."""
 
 from __future__ import annotations
 
@@ -21,8 +21,29 @@ from imlint.names import (
 from imlint.options import AnalysisOptions
 from imlint.positions import Positions
 from imlint.semantic import AllocationSite, Frames, FunctionModel
-from imlint.vocabulary import SIZED_FACTORIES, TENSOR_DERIVING_METHODS, content_of
+from imlint.vocabulary import (
+    ARITHMETIC,
+    ARITHMETIC_OPERATORS,
+    SIZED_FACTORIES,
+    TENSOR_DERIVING_METHODS,
+    content_of,
+)
 from imlint.walk import walk
+
+#: Statements whose value can be kept: arithmetic elsewhere (a test, an argument) is not.
+_KEEPING_STATEMENTS = (cst.Assign, cst.AnnAssign, cst.Return)
+
+#: Operands that are no tensor: arithmetic on them builds a container or a string.
+_NOT_TENSORS = (
+    cst.List,
+    cst.Tuple,
+    cst.Dict,
+    cst.Set,
+    cst.ListComp,
+    cst.SimpleString,
+    cst.FormattedString,
+    cst.ConcatenatedString,
+)
 
 
 class SiteFinder:
@@ -49,7 +70,7 @@ class SiteFinder:
 
     def _add_site(
         self,
-        node: cst.Call,
+        node: cst.Call | cst.BinaryOperation,
         allocator: str,
         chain: str | None,
         object_result: bool,
@@ -83,6 +104,17 @@ class SiteFinder:
         f.allocations.append(site)
         self.allocations.append(site)
         return site
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        """Arithmetic in a statement that can keep its result: a site of its own,
+        which flow counts only when an operand holds a tensor made before."""
+        if self.func is None or type(node.operator).__name__ not in ARITHMETIC_OPERATORS:
+            return
+        if not self._stmt or not isinstance(self._stmt[-1].body[0], _KEEPING_STATEMENTS):
+            return
+        if isinstance(node.left, _NOT_TENSORS) or isinstance(node.right, _NOT_TENSORS):
+            return  # ``[None] * n``, ``"a" + s``
+        self._add_site(node, ARITHMETIC, None, False)
 
     def call_key(self, func: cst.BaseExpression) -> str | None:
         """A call's callee as the project index spells it (see ``FileFacts``)."""

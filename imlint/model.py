@@ -168,12 +168,17 @@ def _reaching(
         reaching = {sid for sid in reaching if allocations[sid].chain is None}
     # ``x = convert(x)``: a call handed the stored value replaces what is there
     # (a conversion, a copy to the host), it does not fill storage on first use.
-    return {
-        sid
-        for sid in reaching
-        if allocations[sid].chain is None
-        or not reads_target(allocations[sid].call, store.target, fa)
-    }
+    return {sid for sid in reaching if not _converts_target(allocations[sid], store, fa)}
+
+
+def _converts_target(site: AllocationSite, store: Store, fa: FunctionAnalysis) -> bool:
+    """A call behind a chain (IM003) that is handed the stored value itself."""
+    call = site.call
+    return (
+        site.chain is not None
+        and isinstance(call, cst.Call)
+        and reads_target(call, store.target, fa)
+    )
 
 
 def _module_index(collector: Collector, facts: FileFacts) -> ModuleIndex:

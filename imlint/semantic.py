@@ -155,9 +155,11 @@ class EarlyExit:
 
 @dataclass(eq=False)
 class AllocationSite:
-    """A tensor allocation inside a function, with everything rules need to judge it."""
+    """A tensor allocation inside a function, with everything rules need to judge it.
+    ``call`` is the call that makes the tensor, or the arithmetic (``(a + b) / 2``,
+    allocator ``ARITHMETIC``) that makes a new one from tensors made before."""
 
-    call: cst.Call
+    call: cst.Call | cst.BinaryOperation
     allocator: str
     function: FunctionModel
     frames: Frames
@@ -220,6 +222,8 @@ class AllocationSite:
     @property
     def receiver(self) -> cst.BaseExpression | None:
         """The tensor a derived site is made from (``x`` of ``x.to(d)``)."""
+        if not isinstance(self.call, cst.Call):
+            return None
         func = self.call.func
         return func.value if self.derived and isinstance(func, cst.Attribute) else None
 

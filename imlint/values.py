@@ -304,12 +304,27 @@ class FunctionAnalysis:
             elif isinstance(e, (cst.NamedExpr, cst.StarredElement)):
                 stack.append(e.value)
             elif isinstance(e, cst.BinaryOperation):
-                stack.extend(
-                    (e.left, e.right)
-                )  # ``1.0 / torch.tensor(...)``: a new tensor, same mode
+                out |= self._arithmetic(e, seen, at, names)
             elif isinstance(e, cst.UnaryOperation):
                 stack.append(e.expression)
         return out
+
+    def _arithmetic(
+        self,
+        e: cst.BinaryOperation,
+        seen: frozenset[str],
+        at: tuple[int, Frames] | None,
+        names: bool,
+    ) -> set[int]:
+        """What arithmetic holds: an allocation inside it (``1.0 / torch.tensor(x)``,
+        same statement, same mode), else new storage made here when an operand holds a
+        tensor made before (``(c[:-1] + c[1:]) / 2``), else nothing."""
+        inner = self.flow(e.left, seen, at, False) | self.flow(e.right, seen, at, False)
+        sid = self.index.site_ids.get(id(e))
+        if inner or not names:
+            return inner
+        made = self.flow(e.left, seen, at) | self.flow(e.right, seen, at)
+        return made if sid is None or not made else {sid}
 
     # -- handles: which storages an expression aliases
 

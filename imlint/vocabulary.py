@@ -76,6 +76,17 @@ TENSOR_COMPUTE_METHODS = frozenset(
      "masked_select", "repeat_interleave", "abs", "clamp", "flip", "roll", "tile"}
 )  # fmt: skip
 
+#: The allocator of a site made by arithmetic (``(a + b) / 2``): new storage under the
+#: caller's mode, a site only when a tensor made by an earlier statement reaches an
+#: operand (``values.FunctionAnalysis.flow``), so numbers and arrays never are.
+ARITHMETIC = "arithmetic"
+
+#: The binary operators that compute a new tensor from tensors (LibCST's class names).
+ARITHMETIC_OPERATORS = frozenset(
+    {"Add", "Subtract", "Multiply", "Divide", "FloorDivide", "Modulo", "Power",
+     "MatrixMultiply"}
+)  # fmt: skip
+
 #: Methods that make a new tensor from the one they are called on; only the innermost
 #: of a chain is a site (``w.float().contiguous()``: the ``float()``; ``torch.zeros(n)
 #: .to(d)``: the ``zeros``).

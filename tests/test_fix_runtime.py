@@ -130,6 +130,21 @@ SHAPES = {
         "m.obj.get(4)",
         "[m.obj._p]",
     ),
+    "arithmetic on a tensor made before": (
+        """
+        import torch
+        _C = {}
+
+        def table(n):
+            if n not in _C:
+                x = torch.arange(n)
+                _C[n] = (x[1:] + x[:-1]) / 2
+            _C[n].mul_(2)
+            return _C[n]
+        """,
+        "m.table(5)",
+        "list(m._C.values())",
+    ),
     "cached function": (
         """
         import functools

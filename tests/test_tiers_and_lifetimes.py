@@ -275,6 +275,53 @@ def test_conversions_and_tensor_methods_that_compute_make_new_tensors():
     ]
 
 
+def test_arithmetic_on_a_tensor_made_before_is_the_site():
+    """``(c[:-1] + c[1:]) / 2`` makes new storage from a tensor an earlier statement
+    made: the arithmetic is what is kept; an allocation inside the expression stays the
+    site (``1.0 / torch.tensor(n)``); numbers, lists and strings are no tensors."""
+    code = """
+    import torch
+
+    _T = {}
+
+    def midpoints(layer, d):
+        if not hasattr(layer, "_mid_ready"):
+            c = torch.randn(d).flip(0)
+            layer._mid = (c[:-1] + c[1:]) / 2
+            layer._mid_ready = True
+
+    def table(n):
+        if n not in _T:
+            x = torch.arange(n)
+            _T[n] = x * 2
+        return _T[n]
+
+    def scale(n, k):
+        if n not in _T:
+            _T[n] = n * k + 1
+        return _T[n]
+
+    class B:
+        def get(self, n):
+            if self._b is None:
+                self._b = [None] * n
+                self._name = "b" + str(n)
+                self._s = 1.0 / torch.tensor(n)
+            return self._b
+    """
+    found = codes(code)
+    assert found == [(9, "IM005"), (15, "IM005"), (28, "IM005")]
+    assert [
+        c
+        for _, c in codes(
+            code.replace(
+                "return _T[n]\n\n    def scale",
+                "_T[n].add_(1)\n        return _T[n]\n\n    def scale",
+            )
+        )
+    ] == ["IM005", "IM001", "IM005"]
+
+
 def test_a_rebound_fresh_object_stays_this_calls():
     code = """
     import torch
