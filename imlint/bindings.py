@@ -285,6 +285,25 @@ class Bindings:
         for expr in unpacked(node.target):
             f.drops.append((expr_text(expr, f.self_name), self._next()))
 
+    # ---- exits: what may leave the rest of the call unrun (``sites.replaced``)
+
+    def leave_Return(self, original_node: cst.Return) -> None:
+        self._exit()
+
+    def leave_Raise(self, original_node: cst.Raise) -> None:
+        self._exit()
+
+    def leave_Break(self, original_node: cst.Break) -> None:
+        self._exit()
+
+    def leave_Continue(self, original_node: cst.Continue) -> None:
+        self._exit()
+
+    def _exit(self) -> None:
+        f = self.func
+        if f is not None:
+            f.exits.append(self._next())
+
     def _method_store(self, node: cst.Call, f: FunctionModel) -> None:
         """Stores a call makes: ``d.setdefault(k, v)``, ``lst.append(v)``, ``d.update(...)``,
         ``m.register_buffer(name, t)``, ``setattr(obj, name, v)``; drops (``d.pop(k)``)."""

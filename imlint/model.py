@@ -27,6 +27,7 @@ from imlint.sites import (
     persistent,
     reads_target,
     related,
+    replaced,
     resolve_caller_laziness,
     resolve_laziness,
     site_mode,
@@ -130,7 +131,9 @@ def _resolve_stores(
 ) -> set[str]:
     """Give each allocation of ``f`` the persistent store its tensor reaches first, its
     mode and laziness; returns the storage ``f`` fills, by text."""
-    persistent_stores = [s for s in f.stores if persistent(s, fa) and not dropped(s, f)]
+    persistent_stores = [
+        s for s in f.stores if persistent(s, fa) and not dropped(s, f) and not replaced(s, f)
+    ]
     # Storage each persistent store fills, by text: a condition that tests storage
     # filled in its own branch is a cache test for everything that branch allocates.
     keys: dict[str, list[Store]] = {}

@@ -81,7 +81,7 @@ class Frame:
 Frames = tuple[Frame, ...]
 
 
-def _bare(frames: Frames) -> Frames:
+def bare(frames: Frames) -> Frames:
     """Frames without ``with`` blocks, whose bodies always run when they are reached."""
     return tuple(fr for fr in frames if fr.kind != "with")
 
@@ -299,6 +299,8 @@ class FunctionModel:
     stores: list[Store] = field(default_factory=list)
     writes: list[InplaceWrite] = field(default_factory=list)
     early_exits: list[EarlyExit] = field(default_factory=list)
+    #: orders of the ``return``/``raise``/``break``/``continue`` statements
+    exits: list[int] = field(default_factory=list)
     drops: list[tuple[str, int]] = field(default_factory=list)
     allocations: list[AllocationSite] = field(default_factory=list)
     returns: list[cst.BaseExpression] = field(default_factory=list)
@@ -324,11 +326,7 @@ class FunctionModel:
         last = -1
         for v in defs:
             pos = self.def_at.get(id(v))
-            if (
-                pos is not None
-                and last < pos[0] < order
-                and is_prefix(_bare(pos[1]), _bare(frames))
-            ):
+            if pos is not None and last < pos[0] < order and is_prefix(bare(pos[1]), bare(frames)):
                 last = pos[0]
         if last < 0:
             return defs

@@ -18,6 +18,7 @@ from imlint.semantic import (
     FunctionModel,
     Mode,
     Store,
+    bare,
     frames_mode,
     is_prefix,
 )
@@ -230,6 +231,31 @@ def dropped(store: Store, f: FunctionModel) -> bool:
     for text, order in f.drops:
         if order > store.order and (text == store.target or text == container_all):
             return True
+    return False
+
+
+def replaced(store: Store, f: FunctionModel) -> bool:
+    """The same call stores something else there before it can end: a later store to
+    the same target that runs whenever this one did (in a block around it, with no
+    ``return``, ``raise``, ``break`` or ``continue`` between; an entry with a computed
+    key only in the same block), and does not read the target (``self.x =
+    self.x.to(d)`` may keep the same tensor)."""
+    if store.kind not in ("attribute", "subscript", "global"):
+        return False
+    frames = bare(store.frames)
+    for later in f.stores:
+        if later.order <= store.order or later.target != store.target or later.value is None:
+            continue
+        if later.kind != store.kind or is_none(later.value):
+            continue  # a reset to None is a drop (``dropped``)
+        around = bare(later.frames)
+        if not is_prefix(around, frames) or (store.container is not None and around != frames):
+            continue
+        if any(store.order < e < later.order for e in f.exits):
+            continue
+        if store.target in expr_text(later.value, f.self_name):
+            continue
+        return True
     return False
 
 

@@ -2605,3 +2605,48 @@ def test_the_function_form_of_a_view_keeps_what_its_argument_made():
     # a view of a tensor handed in is not new storage
     handed = code.replace("torch.view_as_real(table(n))", "torch.view_as_real(n)")
     assert codes(handed) == [(20, "IM005")]
+
+
+def test_a_store_the_same_call_replaces_keeps_nothing():
+    """``self.m = torch.tensor(0)`` on a first call, then ``self.m = x.max()`` on every
+    call after it: the first tensor never outlives the call. A later store that may not
+    run (after a ``return``, under its own condition), that reads the target, or that
+    fills another entry of a container does not replace it."""
+    code = """
+    import torch
+
+    class G:
+        def reinit(self, x):
+            if self.first:
+                self.m = torch.tensor(0, device=x.device)
+                self.first = False
+            with torch.cuda.stream(None):
+                self.m = x.max()
+
+        def keep(self, x):
+            if self.k is None:
+                self.k = torch.zeros(4)
+            self.k = self.k.to(x.device)
+            return self.k
+
+        def early(self, x):
+            if self.e is None:
+                self.e = torch.zeros(4)
+                if x is None:
+                    return
+            self.e = x.clone()
+
+        def grow(self, x, n):
+            if self.g is None:
+                self.g = torch.zeros(4)
+            if n > 4:
+                self.g = x.new_zeros(n)
+            return self.g
+
+        def entries(self, keys, x):
+            for k in keys:
+                if k not in self.d:
+                    self.d[k] = torch.zeros(4)
+            self.d[k] = x
+    """
+    assert codes(code) == [(14, "IM005"), (20, "IM005"), (27, "IM005"), (35, "IM005")]
