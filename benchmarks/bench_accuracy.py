@@ -129,6 +129,16 @@ TREES: dict[str, tuple[str, str, str]] = {
     "nvidia-modelopt-0.47.0": ("nvidia-modelopt", "0.47.0", "modelopt"),
     "auto-round-0.16.1": ("auto-round", "0.16.1", "auto_round"),
     "bitsandbytes-0.50.2": ("bitsandbytes", "0.50.2", "bitsandbytes"),
+    # never tuned on, sampled fresh (fresh21): a training and inference system with
+    # its own serving engine and KV caches, a library of LLM recipes with generation
+    # and KV caches, NVIDIA's toolkit for speech and language models (streaming
+    # caches), state-space model kernels with inference caches, and a compressor that
+    # calibrates models under no_grad
+    "colossalai-0.5.0": ("colossalai", "0.5.0", "colossalai"),
+    "litgpt-0.5.13": ("litgpt", "0.5.13", "litgpt"),
+    "nemo-toolkit-3.0.0": ("nemo-toolkit", "3.0.0", "nemo"),
+    "mamba-ssm-2.3.2.post1": ("mamba-ssm", "2.3.2.post1", "mamba_ssm"),
+    "llmcompressor-0.14.0.1": ("llmcompressor", "0.14.0.1", "llmcompressor"),
     SEED_TREE: ("sglang", "0.5.18", "sglang"),
 }
 SCORED = ("sglang-0.5.23", "vllm-0.33.0", "lmdeploy-0.18.0")
