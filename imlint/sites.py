@@ -313,6 +313,8 @@ def resolve_laziness(
                 continue  # replaced whichever way the test goes: not a miss
             if _tests_a_local_made_here(frame.test, site, fa):
                 continue  # ``w = None`` then, in a loop, ``if w is None: w = ...``
+            if _updates_what_is_there(frame, store, fa):
+                continue  # ``if self.k is not None: self.k = torch.cat([self.k, x])``
             mentioned = fa.mentions(frame.test)
             filled_here = any(
                 any(fr is frame for fr in store.frames)
@@ -348,6 +350,29 @@ def resolve_laziness(
             site.lazy_exit = exit_
             site.lazy_test = expr_text(exit_.test)
             return
+
+
+def _updates_what_is_there(frame: Frame, store: Store, fa: FunctionAnalysis) -> bool:
+    """The branch where the stored target is already there (``if X is not None:``, the
+    ``else`` of ``if X is None:``) remaking it from what it holds (``X = torch.cat([X,
+    x])``, ``X = X.index_select(0, beam)``, ``X = X.to(device)``): an update on every
+    call that finds it, not the first fill. A test that asks more than presence (``X is
+    None or X.numel() < n``) is a miss or a resize."""
+    test = frame.test
+    if frame.kind not in ("if_body", "if_else") or store.value is None:
+        return False
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return False
+    op = test.comparisons[0].operator
+    if not isinstance(op, (cst.Is, cst.IsNot)) or not is_none(test.comparisons[0].comparator):
+        return False
+    present = isinstance(op, cst.IsNot) == (frame.kind == "if_body")
+    target = store.target
+    return (
+        present
+        and expr_text(test.left, fa.f.self_name) == target
+        and target in fa.mentions(store.value)
+    )
 
 
 def _tests_a_local_made_here(test: cst.CSTNode, site: AllocationSite, fa: FunctionAnalysis) -> bool:

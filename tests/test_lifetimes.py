@@ -855,12 +855,12 @@ def test_what_a_call_stores_on_a_copy_it_makes_is_per_call(tmp_path):
 
         def step(self, n):
             meta = self._copy_meta(self.meta)
-            if meta.lens is not None:
-                meta.lens = meta.lens.clone()
+            if meta.lens is None:
+                meta.lens = torch.zeros(n)
             meta.lens.add_(1)
             return meta
     """
-    # The copy is a new object for each call: cloning onto it replaces its attribute.
+    # The copy is a new object for each call: what is made for it dies with the call.
     assert _findings(tmp_path, {"pkg/prop.py": proposer}) == []
     # Storing on the proposer's own metadata replaces what it keeps.
     kept = proposer.replace("meta = self._copy_meta(self.meta)", "meta = self.meta")

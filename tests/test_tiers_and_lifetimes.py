@@ -2650,3 +2650,41 @@ def test_a_store_the_same_call_replaces_keeps_nothing():
             self.d[k] = x
     """
     assert codes(code) == [(14, "IM005"), (20, "IM005"), (27, "IM005"), (35, "IM005")]
+
+
+def test_remaking_what_is_there_is_an_update_not_a_miss():
+    """In the branch where the target is already there (``is not None``, the ``else``
+    of ``is None``), remaking it from what it holds (append, reorder, device move) runs
+    on every call that finds it: not a first fill. A test that asks more than presence
+    (a device or size mismatch) is a miss."""
+    code = """
+    import torch
+
+    class Cache:
+        def update(self, k, i):
+            if self.key_cache[i] is None:
+                self.key_cache[i] = k
+            else:
+                self.key_cache[i] = torch.cat([self.key_cache[i], k], dim=2)
+            self.key_cache[i].zero_()
+
+        def reorder(self, beam):
+            for i in range(len(self.key_cache)):
+                if self.key_cache[i] is not None:
+                    self.key_cache[i] = self.key_cache[i].index_select(0, beam)
+
+        def to(self, device):
+            if self.fifo is not None:
+                self.fifo = self.fifo.to(device)
+
+        def rope(self, x):
+            if self._cos is None or self._cos.device != x.device:
+                self._cos = self._cos.to(x.device)
+            return self._cos
+
+        def fresh(self, x):
+            if self._t is not None:
+                self._t = torch.zeros(4)
+            return self._t
+    """
+    assert codes(code) == [(23, "IM005"), (28, "IM005")]
