@@ -197,6 +197,11 @@ class Bindings:
             ):
                 # ``a, b = (buf[:n] for buf in self.bufs(dev))``: a view of each item
                 values = [cst.Element(self._item(items, i)) for i in range(len(target.elements))]
+            elif isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) and not any(
+                isinstance(el, cst.StarredElement) for el in target.elements
+            ):
+                # ``q, k = self.conv[i]``: each name holds an item of what is there
+                values = [cst.Element(self._item(value, i)) for i in range(len(target.elements))]
             else:
                 values = [None] * len(target.elements)
             for el, v in zip(target.elements, values, strict=False):

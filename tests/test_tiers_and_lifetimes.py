@@ -2688,3 +2688,27 @@ def test_remaking_what_is_there_is_an_update_not_a_miss():
             return self._t
     """
     assert codes(code) == [(23, "IM005"), (28, "IM005")]
+
+
+def test_names_unpacked_from_kept_storage_hold_its_items():
+    """``a, b = self._pair``: ``a`` is item 0 of what is kept, so ``a.zero_()`` writes
+    the first tensor (IM001) and not the second (IM005); and remaking the entry from
+    its unpacked items where it is there is an update, not a miss."""
+    code = """
+    import torch
+
+    class P:
+        def get(self, n):
+            if self._pair is None:
+                self._pair = (torch.zeros(n), torch.ones(n))
+            a, b = self._pair
+            a.zero_()
+            return b
+
+        def reorder(self, beam):
+            for i in range(len(self.conv)):
+                if self.conv[i] is not None:
+                    q, k = self.conv[i]
+                    self.conv[i] = (q.index_select(0, beam), k.index_select(0, beam))
+    """
+    assert codes(code) == [(7, "IM001"), (7, "IM005")]
