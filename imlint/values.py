@@ -175,10 +175,21 @@ class FunctionAnalysis:
     def _fresh(self, value: cst.BaseExpression) -> bool:
         """A new object: built here, or a container a project function builds for
         each call and keeps nowhere (``ModuleIndex.fresh_results``)."""
-        if is_fresh(value, self.index.imports):
+        if is_fresh(value, self.index.imports) or self._new_instance(value):
             return True
         return (
             isinstance(value, cst.Call) and call_key(value.func, self.f) in self.index.fresh_results
+        )
+
+    def _new_instance(self, value: cst.BaseExpression) -> bool:
+        """In ``__new__``, a call handed ``cls`` first (``super().__new__(cls)``,
+        ``torch.Tensor._make_subclass(cls, t)``): the instance being made."""
+        node = self.f.node
+        if self.f.name != "__new__" or not node.params.params or not isinstance(value, cst.Call):
+            return False
+        first = node.params.params[0].name.value
+        return bool(value.args) and (
+            isinstance(value.args[0].value, cst.Name) and value.args[0].value.value == first
         )
 
     def root_kind(self, expr: cst.BaseExpression | None) -> str:

@@ -2712,3 +2712,25 @@ def test_names_unpacked_from_kept_storage_hold_its_items():
                     self.conv[i] = (q.index_select(0, beam), k.index_select(0, beam))
     """
     assert codes(code) == [(7, "IM001"), (7, "IM005")]
+
+
+def test_what_new_stores_on_the_instance_it_makes_is_construction():
+    """In ``__new__``, a call handed ``cls`` makes the instance: what is stored on it is
+    built with it, not kept lazily. Stored on an object ``__new__`` did not make, it is."""
+    code = """
+    import torch
+
+    class MetaTensor(torch.Tensor):
+        _tensor: torch.Tensor
+
+        @staticmethod
+        def __new__(cls, elem, device=None):
+            r = torch.Tensor._make_wrapper_subclass(cls, elem.size(), device=device)
+            r._tensor = elem
+            if not r._tensor.is_meta:
+                r._tensor = r._tensor.to(torch.device("meta"))
+            return r
+    """
+    assert codes(code) == []
+    other = code.replace("_make_wrapper_subclass(cls,", "_make_wrapper_subclass(elem,")
+    assert codes(other) == [(12, "IM005")]
