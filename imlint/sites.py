@@ -353,26 +353,55 @@ def resolve_laziness(
 
 
 def _updates_what_is_there(frame: Frame, store: Store, fa: FunctionAnalysis) -> bool:
-    """The branch where the stored target is already there (``if X is not None:``, the
-    ``else`` of ``if X is None:``) remaking it from what it holds (``X = torch.cat([X,
-    x])``, ``X = X.index_select(0, beam)``, ``X = X.to(device)``): an update on every
+    """A branch taken when storage is already there (``if X is not None:``, the ``else``
+    of ``if X is None:``, ``if isinstance(X, torch.Tensor):``, the ``else`` of ``if
+    X.shape[-1] == 0:``) remaking the target from what it holds (``T = torch.cat([T,
+    x])``, ``T = T.index_select(0, beam)``, ``T = T.to(device)``): an update on every
     call that finds it, not the first fill. A test that asks more than presence (``X is
-    None or X.numel() < n``) is a miss or a resize."""
+    None or X.numel() < n``, a device or size mismatch) is a miss or a resize."""
+    if store.value is None or frame.test is None:
+        return False
+    body = frame.kind in ("if_body", "ifexp_body")
+    if not body and frame.kind not in ("if_else", "ifexp_else"):
+        return False
     test = frame.test
-    if frame.kind not in ("if_body", "if_else") or store.value is None:
+    negated = False
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, negated = test.expression, not negated
+    present = _presence(test) if isinstance(test, cst.BaseExpression) else None
+    if present is None or (present != negated) != body:
         return False
+    return store.target in fa.mentions(store.value)
+
+
+def _presence(test: cst.BaseExpression) -> bool | None:
+    """Whether a true ``test`` says storage is there (``X is not None``, ``isinstance(X,
+    T)``) or absent (``X is None``, ``X.numel() == 0``, ``len(X) == 0``); None for any
+    other test."""
+    if isinstance(test, cst.Call) and isinstance(test.func, cst.Name):
+        return True if test.func.value == "isinstance" and len(test.args) == 2 else None
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
-        return False
+        return None
     op = test.comparisons[0].operator
-    if not isinstance(op, (cst.Is, cst.IsNot)) or not is_none(test.comparisons[0].comparator):
+    right = test.comparisons[0].comparator
+    if isinstance(op, (cst.Is, cst.IsNot)) and is_none(right):
+        return isinstance(op, cst.IsNot)
+    if isinstance(op, cst.Equal) and isinstance(right, cst.Integer) and right.value == "0":
+        return False if _measures_size(test.left) else None
+    return None
+
+
+def _measures_size(e: cst.BaseExpression) -> bool:
+    """``len(X)``, ``X.numel()``, ``X.shape[i]``, ``X.size(i)``."""
+    if isinstance(e, cst.Subscript):
+        e = e.value
+        return isinstance(e, cst.Attribute) and e.attr.value == "shape"
+    if not isinstance(e, cst.Call):
         return False
-    present = isinstance(op, cst.IsNot) == (frame.kind == "if_body")
-    target = store.target
-    return (
-        present
-        and expr_text(test.left, fa.f.self_name) == target
-        and target in fa.mentions(store.value)
-    )
+    func = e.func
+    if isinstance(func, cst.Name):
+        return func.value == "len"
+    return isinstance(func, cst.Attribute) and func.attr.value in ("numel", "size")
 
 
 def _tests_a_local_made_here(test: cst.CSTNode, site: AllocationSite, fa: FunctionAnalysis) -> bool:

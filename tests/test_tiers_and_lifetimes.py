@@ -2686,8 +2686,33 @@ def test_remaking_what_is_there_is_an_update_not_a_miss():
             if self._t is not None:
                 self._t = torch.zeros(4)
             return self._t
+
+        def sibling(self, k, v, i):
+            if self.keys[i] is None:
+                self.keys[i] = k
+                self.vals[i] = v
+            else:
+                self.keys[i] = torch.cat([self.keys[i], k])
+                self.vals[i] = torch.cat([self.vals[i], v])
+
+        def empty(self, k, i):
+            if self.kc[i].shape[-1] == 0:
+                self.kc[i] = k
+            else:
+                self.kc[i] = torch.cat([self.kc[i], k], dim=2)
+            self.kc[i].zero_()
+
+        def typed(self, hyp):
+            hyp.seq = hyp.seq.long() if isinstance(hyp.seq, torch.Tensor) else torch.tensor(hyp.seq)
+            return hyp
+
+        def listed(self):
+            if not isinstance(self._ids, torch.Tensor):
+                self._ids = torch.tensor(self._ids)
+            return self._ids
     """
-    assert codes(code) == [(23, "IM005"), (28, "IM005")]
+    # ``typed``: only the branch that turns a list into a tensor is a first fill
+    assert codes(code) == [(23, "IM005"), (28, "IM005"), (47, "IM005"), (52, "IM005")]
 
 
 def test_names_unpacked_from_kept_storage_hold_its_items():
