@@ -253,10 +253,19 @@ def replaced(store: Store, f: FunctionModel) -> bool:
             continue
         if any(store.order < e < later.order for e in f.exits):
             continue
-        if store.target in expr_text(later.value, f.self_name):
+        if _reads(later.value, store.target, f):
             continue
         return True
     return False
+
+
+def _reads(value: cst.BaseExpression, target: str, f: FunctionModel) -> bool:
+    """Whether an expression reads storage by its text (``cls.t.view(n)`` reads ``t``)."""
+    return any(
+        isinstance(n, (cst.Name, cst.Attribute, cst.Subscript))
+        and expr_text(n, f.self_name) == target
+        for n in walk(value)
+    )
 
 
 def related(store: Store, f: FunctionModel) -> set[str]:

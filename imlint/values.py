@@ -298,10 +298,12 @@ class FunctionAnalysis:
                 if e.attr.value in VIEW_ATTRIBUTES:
                     stack.append(e.value)
             elif isinstance(e, cst.Name):
-                if not names or e.value in seen or e.value in self.f.globals:
+                if not names or e.value in self.f.globals:
                     continue
                 for v in (*self.f.reaching(e.value, at), *self._filled(e.value)):
-                    out |= self.flow(v, seen | {e.value}, self.f.def_at.get(id(v)))
+                    # each definition once (``x = x.view(-1)`` reads the one before)
+                    if (mark := f"#{id(v)}") not in seen:
+                        out |= self.flow(v, seen | {mark}, self.f.def_at.get(id(v)))
             elif isinstance(e, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
                 stack.extend(el.value for el in e.elements)
             elif isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
@@ -362,7 +364,9 @@ class FunctionAnalysis:
                     continue
                 if f.is_local(name):
                     for v in f.reaching(name, at):
-                        out |= self.tokens(v, seen | {name}, f.def_at.get(id(v)))
+                        # each definition once (``x = x.view(-1)`` reads the one before)
+                        if (mark := f"#{id(v)}") not in seen:
+                            out |= self.tokens(v, seen | {mark}, f.def_at.get(id(v)))
                 else:
                     out |= self._free_name(name, seen)
             elif isinstance(e, cst.Attribute):

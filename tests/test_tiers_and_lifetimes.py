@@ -2759,3 +2759,38 @@ def test_what_new_stores_on_the_instance_it_makes_is_construction():
     assert codes(code) == []
     other = code.replace("_make_wrapper_subclass(cls,", "_make_wrapper_subclass(elem,")
     assert codes(other) == [(12, "IM005")]
+
+
+def test_a_local_redefined_from_itself_keeps_what_it_held():
+    """``x = x.view(-1)`` reads the definition before it: a write through ``x`` writes
+    the kept buffer, a cached function returns the first tensor's view, and ``cls.t =
+    cls.t.view(n, 4)`` does not replace what it views."""
+    code = """
+    import functools
+    import torch
+
+    class A:
+        total = None
+
+        def get(self, n):
+            if self._buf is None:
+                self._buf = torch.empty(n)
+            x = self._buf
+            x = x.view(-1)
+            x.zero_()
+            return x
+
+        @classmethod
+        def slots(cls, n):
+            if cls.total is None:
+                cls.total = torch.arange(n * 4)
+                cls.total = cls.total.view(n, 4)
+            return cls.total
+
+    @functools.lru_cache
+    def shifts(bits):
+        s = torch.arange(0, 32, bits)
+        s = s.view(2, 4).t().flatten()
+        return s
+    """
+    assert codes(code) == [(10, "IM001"), (19, "IM005"), (25, "IM005")]
