@@ -197,10 +197,11 @@ class Bindings:
             ):
                 # ``a, b = (buf[:n] for buf in self.bufs(dev))``: a view of each item
                 values = [cst.Element(self._item(items, i)) for i in range(len(target.elements))]
-            elif isinstance(value, (cst.Name, cst.Attribute, cst.Subscript)) and not any(
+            elif isinstance(value, (cst.Attribute, cst.Subscript)) and not any(
                 isinstance(el, cst.StarredElement) for el in target.elements
             ):
-                # ``q, k = self.conv[i]``: each name holds an item of what is there
+                # ``q, k = self.conv[i]``: each name holds an item of what is kept there
+                # (a parameter or local unpacked keeps its own, weaker, lifetime facts)
                 values = [cst.Element(self._item(value, i)) for i in range(len(target.elements))]
             else:
                 values = [None] * len(target.elements)
