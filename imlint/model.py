@@ -132,7 +132,7 @@ def _resolve_stores(
     """Give each allocation of ``f`` the persistent store its tensor reaches first, its
     mode and laziness; returns the storage ``f`` fills, by text."""
     persistent_stores = [
-        s for s in f.stores if persistent(s, fa) and not dropped(s, f) and not replaced(s, f)
+        s for s in f.stores if persistent(s, fa) and not dropped(s, f) and not replaced(s, fa)
     ]
     # Storage each persistent store fills, by text: a condition that tests storage
     # filled in its own branch is a cache test for everything that branch allocates.

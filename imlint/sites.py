@@ -234,7 +234,7 @@ def dropped(store: Store, f: FunctionModel) -> bool:
     return False
 
 
-def replaced(store: Store, f: FunctionModel) -> bool:
+def replaced(store: Store, fa: FunctionAnalysis) -> bool:
     """The same call stores something else there before it can end: a later store to
     the same target that runs whenever this one did (in a block around it, with no
     ``return``, ``raise``, ``break`` or ``continue`` between; an entry with a computed
@@ -242,6 +242,7 @@ def replaced(store: Store, f: FunctionModel) -> bool:
     self.x.to(d)`` may keep the same tensor)."""
     if store.kind not in ("attribute", "subscript", "global"):
         return False
+    f = fa.f
     frames = bare(store.frames)
     for later in f.stores:
         if later.order <= store.order or later.target != store.target or later.value is None:
@@ -253,19 +254,10 @@ def replaced(store: Store, f: FunctionModel) -> bool:
             continue
         if any(store.order < e < later.order for e in f.exits):
             continue
-        if _reads(later.value, store.target, f):
-            continue
+        if store.target in fa.mentions(later.value):
+            continue  # ``cls.t = cls.t.view(n)``, ``y = self.t; self.t = y.to(d)``
         return True
     return False
-
-
-def _reads(value: cst.BaseExpression, target: str, f: FunctionModel) -> bool:
-    """Whether an expression reads storage by its text (``cls.t.view(n)`` reads ``t``)."""
-    return any(
-        isinstance(n, (cst.Name, cst.Attribute, cst.Subscript))
-        and expr_text(n, f.self_name) == target
-        for n in walk(value)
-    )
 
 
 def related(store: Store, f: FunctionModel) -> set[str]:

@@ -333,11 +333,11 @@ class FunctionAnalysis:
         same statement, same mode), else new storage made here when an operand holds a
         tensor made before (``(c[:-1] + c[1:]) / 2``), else nothing."""
         inner = self.flow(e.left, seen, at, False) | self.flow(e.right, seen, at, False)
-        sid = self.index.site_ids.get(id(e))
         if inner or not names:
             return inner
         made = self.flow(e.left, seen, at) | self.flow(e.right, seen, at)
-        return made if sid is None or not made else {sid}
+        sid = self.index.site_ids.get(id(e))  # None: arithmetic nothing can keep
+        return {sid} if made and sid is not None else made
 
     # -- handles: which storages an expression aliases
 

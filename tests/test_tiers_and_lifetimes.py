@@ -2648,8 +2648,21 @@ def test_a_store_the_same_call_replaces_keeps_nothing():
                 if k not in self.d:
                     self.d[k] = torch.zeros(4)
             self.d[k] = x
+
+        def alias(self, x):
+            if self.a is None:
+                self.a = torch.zeros(4)
+            y = self.a
+            self.a = y.to(x.device)
+            return self.a
     """
-    assert codes(code) == [(14, "IM005"), (20, "IM005"), (27, "IM005"), (35, "IM005")]
+    assert codes(code) == [
+        (14, "IM005"),
+        (20, "IM005"),
+        (27, "IM005"),
+        (35, "IM005"),
+        (40, "IM005"),
+    ]
 
 
 def test_remaking_what_is_there_is_an_update_not_a_miss():
