@@ -4,7 +4,9 @@ storages an expression aliases (handles), which storages a condition looks at
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import libcst as cst
 
@@ -22,6 +24,11 @@ from imlint.names import (
 from imlint.semantic import Frames, FunctionModel
 from imlint.vocabulary import NON_TENSOR_METHODS, TENSOR_COMPUTE_METHODS
 from imlint.walk import walk
+
+#: No cycle was cut below the walk of a definition.
+_NO_CUT = 1 << 30
+
+T = TypeVar("T")
 
 
 def is_container(value: cst.BaseExpression, imports: ImportMap) -> bool:
@@ -162,6 +169,74 @@ def _hands_on(value: cst.BaseExpression, name: str) -> bool:
     )
 
 
+class _PerDefinition(Generic[T]):
+    """What a walk finds through each definition of a local (``x = ...``), computed
+    once per definition: what a definition reaches does not depend on who asks, so a
+    long function that rebinds its locals many times (``x = f(x)`` on both arms of
+    many branches) costs one walk per definition instead of one per path.
+
+    Definitions that reach each other (a loop's ``x = x + y``; ``FunctionModel.
+    reaching`` also lets a definition in one branch reach those in later ones) find
+    the same: a cycle is cut where it closes, and when the walk is back at the first
+    definition of the cycle (Tarjan's algorithm: the lowest open definition that
+    anything below reached), what it found is kept for every definition of the cycle."""
+
+    def __init__(self) -> None:
+        self.done: dict[int, frozenset[T]] = {}
+        self._walk = _Walk[T]()
+
+    def get(
+        self, v: cst.BaseExpression, walk: Callable[[cst.BaseExpression], set[T]]
+    ) -> frozenset[T]:
+        key = id(v)
+        known = self.done.get(key)
+        if known is not None:
+            return known
+        w = self._walk
+        number = w.numbers.get(key)
+        if number is not None:  # on the way here, or waiting for its cycle's end
+            w.low = min(w.low, number)
+            return w.partial.get(key, frozenset())
+        number = w.numbers[key] = len(w.numbers) + len(self.done)
+        w.stack.append(key)
+        outer, w.low = w.low, number
+        result = frozenset(walk(v))
+        if w.low == number:  # the first definition of its cycle (or of none)
+            while True:
+                member = w.stack.pop()
+                self.done[member] = result
+                del w.numbers[member]
+                w.partial.pop(member, None)
+                if member == key:
+                    break
+            w.low = outer
+        else:
+            w.partial[key] = result
+            w.low = min(outer, w.low)
+        return result
+
+    def fresh(self) -> _Walk[T]:
+        """Start a walk of its own (a call that re-enters the analysis from another
+        function's); ``restore`` hands back the one it interrupted."""
+        saved, self._walk = self._walk, _Walk[T]()
+        return saved
+
+    def restore(self, saved: _Walk[T]) -> None:
+        self._walk = saved
+
+
+@dataclass
+class _Walk(Generic[T]):
+    """The state of one walk of ``_PerDefinition`` (Tarjan's): the number each
+    definition on the way or waiting got, the definitions waiting for their cycle's
+    end and what each found, and the lowest number the open definition's walk met."""
+
+    numbers: dict[int, int] = field(default_factory=dict)
+    stack: list[int] = field(default_factory=list)
+    partial: dict[int, frozenset[T]] = field(default_factory=dict)
+    low: int = _NO_CUT
+
+
 class FunctionAnalysis:
     """Resolves value flow, aliases and mentions inside one function."""
 
@@ -169,6 +244,12 @@ class FunctionAnalysis:
         self.f = f
         self.index = model
         self._fills: dict[str, list[cst.BaseExpression]] | None = None
+        self._flows: _PerDefinition[int] = (
+            _PerDefinition()
+        )  # what ``flow`` finds through each definition
+        self._handles: _PerDefinition[str] = (
+            _PerDefinition()
+        )  # what ``tokens`` finds through each one
 
     # -- locality
 
@@ -250,13 +331,21 @@ class FunctionAnalysis:
     def flow(
         self,
         expr: cst.BaseExpression,
-        seen: frozenset[str] = frozenset(),
         at: tuple[int, Frames] | None = None,
         names: bool = True,
     ) -> set[int]:
         """The allocation sites whose storage ``expr`` may hold. ``at`` (order and
         frames of the code that reads ``expr``) keeps a local's definitions to those
         that reach it; ``names=False`` looks only inside the expression itself."""
+        saved = self._flows.fresh()
+        try:
+            return self._flow(expr, at, names)
+        finally:
+            self._flows.restore(saved)
+
+    def _flow(
+        self, expr: cst.BaseExpression, at: tuple[int, Frames] | None, names: bool = True
+    ) -> set[int]:
         sites = self.index.site_ids
         out: set[int] = set()
         stack: list[cst.BaseExpression] = [expr]
@@ -270,7 +359,7 @@ class FunctionAnalysis:
                     # ``t.exp()`` and ``(h / c).to(d)`` always make new storage here, so
                     # a tensor made by an earlier statement is not what is kept.
                     inner = names and not remakes(func)
-                    out |= self.flow(func.value, seen, at, inner) or {sid}
+                    out |= self._flow(func.value, at, inner) or {sid}
                     continue
                 if sid is not None:
                     out.add(sid)
@@ -302,8 +391,7 @@ class FunctionAnalysis:
                     continue
                 for v in (*self.f.reaching(e.value, at), *self._filled(e.value)):
                     # each definition once (``x = x.view(-1)`` reads the one before)
-                    if (mark := f"#{id(v)}") not in seen:
-                        out |= self.flow(v, seen | {mark}, self.f.def_at.get(id(v)))
+                    out |= self._flows.get(v, self._flow_of_definition)
             elif isinstance(e, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
                 stack.extend(el.value for el in e.elements)
             elif isinstance(e, (cst.ListComp, cst.SetComp, cst.GeneratorExp)):
@@ -317,42 +405,49 @@ class FunctionAnalysis:
             elif isinstance(e, (cst.NamedExpr, cst.StarredElement)):
                 stack.append(e.value)
             elif isinstance(e, cst.BinaryOperation):
-                out |= self._arithmetic(e, seen, at, names)
+                out |= self._arithmetic(e, at, names)
             elif isinstance(e, cst.UnaryOperation):
                 stack.append(e.expression)
         return out
 
+    def _flow_of_definition(self, v: cst.BaseExpression) -> set[int]:
+        return self._flow(v, self.f.def_at.get(id(v)))
+
     def _arithmetic(
         self,
         e: cst.BinaryOperation,
-        seen: frozenset[str],
         at: tuple[int, Frames] | None,
         names: bool,
     ) -> set[int]:
         """What arithmetic holds: an allocation inside it (``1.0 / torch.tensor(x)``,
         same statement, same mode), else new storage made here when an operand holds a
         tensor made before (``(c[:-1] + c[1:]) / 2``), else nothing."""
-        inner = self.flow(e.left, seen, at, False) | self.flow(e.right, seen, at, False)
+        inner = self._flow(e.left, at, False) | self._flow(e.right, at, False)
         if inner or not names:
             return inner
-        made = self.flow(e.left, seen, at) | self.flow(e.right, seen, at)
+        made = self._flow(e.left, at) | self._flow(e.right, at)
         sid = self.index.site_ids.get(id(e))  # None: arithmetic nothing can keep
         return {sid} if made and sid is not None else made
 
     # -- handles: which storages an expression aliases
 
-    def tokens(
-        self,
-        expr: cst.BaseExpression,
-        seen: frozenset[str] = frozenset(),
-        at: tuple[int, Frames] | None = None,
-    ) -> set[str]:
+    def tokens(self, expr: cst.BaseExpression, at: tuple[int, Frames] | None = None) -> set[str]:
         """The storages an expression may alias: ``store:<text>`` for storage named by
         its text, ``alloc:<site>`` for an allocation's own result. A dict literal's
         entries are tagged with their key (``@<key>>``); an entry read with a constant key
         from anything else is that storage's entry (``<token>|<key>``). ``at`` (order and
         frames of the code that reads ``expr``) keeps a local's definitions to those
         that reach it (``FunctionModel.reaching``)."""
+        saved = self._handles.fresh()
+        try:
+            return self._tokens(expr, at)
+        finally:
+            self._handles.restore(saved)
+
+    def _tokens_of_definition(self, v: cst.BaseExpression) -> set[str]:
+        return self._tokens(v, self.f.def_at.get(id(v)))
+
+    def _tokens(self, expr: cst.BaseExpression, at: tuple[int, Frames] | None) -> set[str]:
         f = self.f
         out: set[str] = set()
         stack: list[cst.BaseExpression] = [expr]
@@ -360,15 +455,12 @@ class FunctionAnalysis:
             e = stack.pop()
             if isinstance(e, cst.Name):
                 name = e.value
-                if name in seen:
-                    continue
                 if f.is_local(name):
                     for v in f.reaching(name, at):
                         # each definition once (``x = x.view(-1)`` reads the one before)
-                        if (mark := f"#{id(v)}") not in seen:
-                            out |= self.tokens(v, seen | {mark}, f.def_at.get(id(v)))
+                        out |= self._handles.get(v, self._tokens_of_definition)
                 else:
-                    out |= self._free_name(name, seen)
+                    out |= self._free_name(name)
             elif isinstance(e, cst.Attribute):
                 out.add("store:" + expr_text(e, f.self_name))
                 if e.attr.value in VIEW_ATTRIBUTES:
@@ -380,26 +472,26 @@ class FunctionAnalysis:
                     if isinstance(items, cst.Call):
                         out |= entry(self._call_tokens(items), f"#{position}")
                     else:  # ``a, b = (x[:n] for x in self._bufs)``: of kept storage
-                        out |= entry(self.tokens(items, seen, at), f"#{position}")
+                        out |= entry(self._tokens(items, at), f"#{position}")
                     continue
                 out.add("store:" + expr_text(e, f.self_name))
                 key = _constant_key(e)
                 if key is None:
                     stack.append(e.value)
                 else:
-                    out |= entry(self.tokens(e.value, seen, at), key)
+                    out |= entry(self._tokens(e.value, at), key)
             elif isinstance(e, cst.Dict):
                 for el in e.elements:
                     key = string_value(el.key) if isinstance(el, cst.DictElement) else None
-                    inner = self.tokens(el.value, seen, at)
+                    inner = self._tokens(el.value, at)
                     out |= {f"@{key}>{t}" for t in inner} if key is not None else inner
             elif isinstance(e, cst.Call) and _builtin_dict(e, self.f):  # ``dict(arr=t)``
                 for a in e.args:
-                    inner = self.tokens(a.value, seen, at)
+                    inner = self._tokens(a.value, at)
                     out |= {f"@{a.keyword.value}>{t}" for t in inner} if a.keyword else inner
             elif isinstance(e, cst.Tuple):  # ``return a, b``: items tagged by position
                 for i, item in enumerate(e.elements):
-                    inner = self.tokens(item.value, seen, at)
+                    inner = self._tokens(item.value, at)
                     starred = isinstance(item, cst.StarredElement)
                     out |= inner if starred else {f"@#{i}>{t}" for t in inner}
             elif isinstance(e, cst.Call):
@@ -422,7 +514,7 @@ class FunctionAnalysis:
                 stack.append(e.value)
         return out
 
-    def _free_name(self, name: str, seen: frozenset[str]) -> set[str]:
+    def _free_name(self, name: str) -> set[str]:
         """A name this function does not bind: an enclosing function's local (a closure
         sees the enclosing call's value), else module storage."""
         parent = self.f.parent
@@ -430,7 +522,7 @@ class FunctionAnalysis:
             return {"store:" + name}  # ``nonlocal buf``: the storage this function fills
         while parent is not None:
             if parent.is_local(name):
-                return self.index.analyses[id(parent)].tokens(cst.Name(name), seen)
+                return self.index.analyses[id(parent)].tokens(cst.Name(name))
             parent = parent.parent
         return {"store:" + name}
 

@@ -713,3 +713,72 @@ def test_a_match_on_the_cache_is_a_cache_test():
         "match self.buf:", "match x.dtype:"
     )
     assert check(other) == [(34, "IM002")]
+
+
+def _rebinding_code(branches: int) -> str:
+    """A function that rebinds ``x`` on both arms of many branches, then keeps it: the
+    definitions reaching the store double with each branch."""
+    body = [
+        "def step(self, n, flags):",
+        "    if self._buf is not None:",
+        "        return self._buf",
+    ]
+    body.append("    x = torch.empty(n)")
+    for i in range(branches):
+        body += [
+            f"    if flags[{i}]:",
+            "        x = x.view(-1)",
+            "    else:",
+            "        x = x.view(n)",
+        ]
+    body += ["    self._buf = x", "    return x", "", "def reset(self):", "    self._buf.zero_()"]
+    return "import torch\n\nclass C:\n" + textwrap.indent("\n".join(body), "    ") + "\n"
+
+
+def test_each_definition_is_walked_once_however_many_paths_reach_it(monkeypatch):
+    """10 branches give 2**10 paths to the allocation: walking each definition once
+    keeps the analysis linear (it used to walk every path: minutes for one function)."""
+    from imlint.values import FunctionAnalysis
+
+    walks = {"flow": 0, "tokens": 0}
+    flow_of, tokens_of = (
+        FunctionAnalysis._flow_of_definition,
+        FunctionAnalysis._tokens_of_definition,
+    )
+
+    def counted_flow(self, v):
+        walks["flow"] += 1
+        return flow_of(self, v)
+
+    def counted_tokens(self, v):
+        walks["tokens"] += 1
+        return tokens_of(self, v)
+
+    monkeypatch.setattr(FunctionAnalysis, "_flow_of_definition", counted_flow)
+    monkeypatch.setattr(FunctionAnalysis, "_tokens_of_definition", counted_tokens)
+    assert check(_rebinding_code(10)) == [(7, "IM001")]
+    definitions = 1 + 2 * 10
+    assert 0 < walks["flow"] <= 2 * definitions
+    assert 0 < walks["tokens"] <= 2 * definitions
+
+
+def test_a_loop_that_rebinds_from_itself_still_reaches_the_allocation():
+    """A cycle (``x = x + y`` in a loop) is cut where it closes; what is found through
+    it is whole: the allocation before the loop is still what the store keeps."""
+    code = """
+    import torch
+
+    class C:
+        def grow(self, n, parts):
+            if self._acc is None:
+                acc = torch.zeros(n)
+                for p in parts:
+                    acc = acc.view(-1)
+                    acc = acc.view(n)
+                self._acc = acc
+            return self._acc
+
+        def reset(self):
+            self._acc.zero_()
+    """
+    assert check(code) == [(7, "IM001")]
