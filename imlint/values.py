@@ -25,7 +25,7 @@ from imlint.semantic import Frames, FunctionModel
 from imlint.vocabulary import NON_TENSOR_METHODS, TENSOR_COMPUTE_METHODS
 from imlint.walk import walk
 
-#: No cycle was cut below the walk of a definition.
+#: The low number of a walk that has met no definition still on the way.
 _NO_CUT = 1 << 30
 
 T = TypeVar("T")
@@ -197,7 +197,8 @@ class _PerDefinition(Generic[T]):
         if number is not None:  # on the way here, or waiting for its cycle's end
             w.low = min(w.low, number)
             return w.partial.get(key, frozenset())
-        number = w.numbers[key] = len(w.numbers) + len(self.done)
+        number = w.numbers[key] = w.count
+        w.count += 1
         w.stack.append(key)
         outer, w.low = w.low, number
         result = frozenset(walk(v))
@@ -228,10 +229,12 @@ class _PerDefinition(Generic[T]):
 @dataclass
 class _Walk(Generic[T]):
     """The state of one walk of ``_PerDefinition`` (Tarjan's): the number each
-    definition on the way or waiting got, the definitions waiting for their cycle's
-    end and what each found, and the lowest number the open definition's walk met."""
+    definition on the way or waiting got (in the order the walk met them), the
+    definitions waiting for their cycle's end and what each found, and the lowest
+    number the open definition's walk met."""
 
     numbers: dict[int, int] = field(default_factory=dict)
+    count: int = 0  # the next number to give
     stack: list[int] = field(default_factory=list)
     partial: dict[int, frozenset[T]] = field(default_factory=dict)
     low: int = _NO_CUT
@@ -244,12 +247,9 @@ class FunctionAnalysis:
         self.f = f
         self.index = model
         self._fills: dict[str, list[cst.BaseExpression]] | None = None
-        self._flows: _PerDefinition[int] = (
-            _PerDefinition()
-        )  # what ``flow`` finds through each definition
-        self._handles: _PerDefinition[str] = (
-            _PerDefinition()
-        )  # what ``tokens`` finds through each one
+        # what ``flow`` and ``tokens`` find through each definition of a local
+        self._flows: _PerDefinition[int] = _PerDefinition()
+        self._handles: _PerDefinition[str] = _PerDefinition()
 
     # -- locality
 
