@@ -24,6 +24,7 @@ from imlint.semantic import AllocationSite, Frames, FunctionModel
 from imlint.vocabulary import (
     ARITHMETIC,
     ARITHMETIC_OPERATORS,
+    INDEXING,
     SIZED_FACTORIES,
     TENSOR_DERIVING_METHODS,
     content_of,
@@ -70,7 +71,7 @@ class SiteFinder:
 
     def _add_site(
         self,
-        node: cst.Call | cst.BinaryOperation,
+        node: cst.Call | cst.BinaryOperation | cst.Subscript,
         allocator: str,
         chain: str | None,
         object_result: bool,
@@ -101,6 +102,8 @@ class SiteFinder:
             helper=helper,
             made_content=made_content,
         )
+        # A cached ``torch.empty(0)`` sentinel holds nothing left to fill.
+        site.filled = isinstance(node, cst.Call) and zero_elements(node)
         f.allocations.append(site)
         self.allocations.append(site)
         return site
@@ -116,6 +119,29 @@ class SiteFinder:
             return  # ``[None] * n``, ``"a" + s``
         self._add_site(node, ARITHMETIC, None, False)
 
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        """Indexing by something other than numbers and slices (``cos[idx]``, ``x[x >
+        0]``) in a statement that can keep its result: a site of its own, which flow
+        counts only when an index holds a tensor made before (a gather)."""
+        if self.func is None or not self._stmt:
+            return
+        if not isinstance(self._stmt[-1].body[0], _KEEPING_STATEMENTS):
+            return
+        if any(
+            isinstance(el.slice, cst.Index) and _may_hold_tensor(el.slice.value)
+            for el in node.slice
+        ):
+            self._add_site(node, INDEXING, None, False)
+
+    def _returned_by_cache(self, node: cst.Call) -> bool:
+        """A cached function's ``return torch.empty(0)``: a sentinel every caller shares
+        for good, nothing replaces it as a placeholder is replaced."""
+        f = self.func
+        if f is None or not f.cached or not self._stmt:
+            return False
+        stmt = self._stmt[-1].body[0]
+        return isinstance(stmt, cst.Return) and stmt.value is node
+
     def call_key(self, func: cst.BaseExpression) -> str | None:
         """A call's callee as the project index spells it (see ``FileFacts``)."""
         return call_key(func, self.func)
@@ -128,7 +154,7 @@ class SiteFinder:
         allocators and the project's allocating callables (what their tensor holds comes
         from the project index, ``unknown`` for a configured allocator).
         """
-        if zero_elements(node):
+        if zero_elements(node) and not self._returned_by_cache(node):
             return None  # ``torch.empty(0)``: a placeholder, not a buffer
         func = node.func
         if isinstance(func, cst.Attribute) and func.attr.value in TENSOR_NEW_METHODS:
@@ -300,3 +326,16 @@ def call_key(func: cst.BaseExpression, f: FunctionModel | None) -> str | None:
     if f.self_name is not None and head == f.self_name:
         return f"{f.cls.name}|self.{rest}" if f.cls is not None and rest else None
     return text
+
+
+#: Index expressions that never hold a tensor: numbers, strings, ``None``, ``...``.
+_NOT_INDEX_TENSORS = (cst.Integer, cst.Float, cst.SimpleString, cst.Ellipsis, cst.Slice)
+
+
+def _may_hold_tensor(index: cst.BaseExpression) -> bool:
+    """Whether an index may be a tensor (a name, a call, a comparison), not a literal."""
+    if isinstance(index, cst.UnaryOperation):
+        index = index.expression
+    if isinstance(index, cst.Name) and index.value in ("None", "True", "False"):
+        return False
+    return not isinstance(index, _NOT_INDEX_TENSORS)

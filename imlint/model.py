@@ -165,18 +165,18 @@ def _reaching(
     # of ``p`` that reach the store, so the storage kept is the second call's.
     made = fa.flow(store.value, at=(store.order, store.frames))
     reaching = {sid for sid in made if not stored_before(store, allocations[sid])}
-    if any(allocations[sid].chain is None for sid in reaching):
-        # A torch allocation is what is stored (``helper(n).new_zeros(n)``):
-        # the calls it is derived from are not the site.
-        reaching = {sid for sid in reaching if allocations[sid].chain is None}
     # ``x = convert(x)``: a call handed the stored value replaces what is there
-    # (a conversion, a copy to the host), it does not fill storage on first use.
+    # (a conversion, a copy to the host), it does not fill storage on first use; nor
+    # does ``x = x[keep]`` (a batch filtered or reordered).
     return {sid for sid in reaching if not _converts_target(allocations[sid], store, fa)}
 
 
 def _converts_target(site: AllocationSite, store: Store, fa: FunctionAnalysis) -> bool:
-    """A call behind a chain (IM003) that is handed the stored value itself."""
+    """A call behind a chain (IM003) that is handed the stored value itself, or
+    indexing of the stored value itself."""
     call = site.call
+    if isinstance(call, cst.Subscript):
+        return store.target in fa.mentions(call.value)
     return (
         site.chain is not None
         and isinstance(call, cst.Call)

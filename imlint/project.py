@@ -68,7 +68,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 54
+SUMMARY_VERSION = 55
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 

@@ -157,9 +157,10 @@ class EarlyExit:
 class AllocationSite:
     """A tensor allocation inside a function, with everything rules need to judge it.
     ``call`` is the call that makes the tensor, or the arithmetic (``(a + b) / 2``,
-    allocator ``ARITHMETIC``) that makes a new one from tensors made before."""
+    allocator ``ARITHMETIC``) or indexing (``cos[idx]``, allocator ``INDEXING``) that
+    makes a new one from tensors made before."""
 
-    call: cst.Call | cst.BinaryOperation
+    call: cst.Call | cst.BinaryOperation | cst.Subscript
     allocator: str
     function: FunctionModel
     frames: Frames

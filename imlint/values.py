@@ -240,6 +240,20 @@ class _Walk(Generic[T]):
     low: int = _NO_CUT
 
 
+def _index_operands(e: cst.Subscript) -> list[cst.BaseExpression]:
+    """The indices of a subscript, a comparison's operands for a comparison
+    (``x[x > 0]``): what may hold a tensor that makes indexing a gather."""
+    out: list[cst.BaseExpression] = []
+    for el in e.slice:
+        if isinstance(el.slice, cst.Index):
+            i = el.slice.value
+            if isinstance(i, cst.Comparison):
+                out += [i.left, *(c.comparator for c in i.comparisons)]
+            else:
+                out.append(i)
+    return out
+
+
 class FunctionAnalysis:
     """Resolves value flow, aliases and mentions inside one function."""
 
@@ -363,7 +377,8 @@ class FunctionAnalysis:
                     continue
                 if sid is not None:
                     out.add(sid)
-                elif e.args and _torch_view(e, self.index.imports):
+                    continue  # new storage, not what its receiver holds
+                if e.args and _torch_view(e, self.index.imports):
                     # ``torch.view_as_real(table(n))``: a view of what its argument made
                     stack.append(e.args[0].value)
                     continue
@@ -381,6 +396,10 @@ class FunctionAnalysis:
                     sid = sites.get(id(e.value))
                     if sid is not None:
                         out.add(sid)
+                    continue
+                sid = sites.get(id(e))
+                if sid is not None and names and self._gathers(e, at):
+                    out.add(sid)  # ``cos[idx]``: new storage, not a view of ``cos``
                     continue
                 stack.append(e.value)
             elif isinstance(e, cst.Attribute):
@@ -409,6 +428,11 @@ class FunctionAnalysis:
             elif isinstance(e, cst.UnaryOperation):
                 stack.append(e.expression)
         return out
+
+    def _gathers(self, e: cst.Subscript, at: tuple[int, Frames] | None) -> bool:
+        """Whether an index holds a tensor made before (``cos[idx]``), or compares one
+        (``x[x > 0]``): indexing then copies into new storage."""
+        return any(self._flow(p, at) for p in _index_operands(e))
 
     def _flow_of_definition(self, v: cst.BaseExpression) -> set[int]:
         return self._flow(v, self.f.def_at.get(id(v)))

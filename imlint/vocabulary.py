@@ -47,7 +47,8 @@ TORCH_COMPUTE = frozenset(
      "index_select", "masked_select", "nonzero", "argsort", "clamp", "abs", "flip", "roll",
      "tile", "kron", "diag", "block_diag", "cartesian_prod", "bucketize", "searchsorted",
      "from_numpy", "as_tensor", "randperm", "sigmoid", "softmax", "reciprocal", "exp2",
-     "sign", "floor", "ceil", "round", "minimum", "maximum", "clone"}
+     "sign", "floor", "ceil", "round", "minimum", "maximum", "clone", "unique",
+     "unique_consecutive", "sort", "topk"}
 )  # fmt: skip
 
 #: Tensor methods that allocate a new tensor: ``x.new_empty(...)``, ``x.clone()``.
@@ -73,13 +74,22 @@ TENSOR_CONVERSIONS = frozenset(
 TENSOR_COMPUTE_METHODS = frozenset(
     {"exp", "exp2", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "softmax", "cos", "sin",
      "pow", "outer", "matmul", "mm", "bmm", "tril", "triu", "gather", "index_select",
-     "masked_select", "repeat_interleave", "abs", "clamp", "flip", "roll", "tile"}
+     "masked_select", "repeat_interleave", "abs", "clamp", "flip", "roll", "tile",
+     "sort"}
 )  # fmt: skip
+# ``sort`` too: a list's and a numpy array's sort in place and return None, so only a
+# tensor's ``sort()`` has a result to keep (``values, _ = t.sort()``).
 
 #: The allocator of a site made by arithmetic (``(a + b) / 2``): new storage under the
 #: caller's mode, a site only when a tensor made by an earlier statement reaches an
 #: operand (``values.FunctionAnalysis.flow``), so numbers and arrays never are.
 ARITHMETIC = "arithmetic"
+
+#: The allocator of a site made by indexing with a tensor (``cos[idx]``, ``x[x > 0]``):
+#: a gather into new storage under the caller's mode, a site only when a tensor made
+#: by an earlier statement reaches an index (``values.FunctionAnalysis.flow``); indexing
+#: with numbers and slices is a view.
+INDEXING = "indexing"
 
 #: The binary operators that compute a new tensor from tensors (LibCST's class names).
 ARITHMETIC_OPERATORS = frozenset(

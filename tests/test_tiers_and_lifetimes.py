@@ -322,6 +322,121 @@ def test_arithmetic_on_a_tensor_made_before_is_the_site():
     ] == ["IM005", "IM001", "IM005"]
 
 
+def test_indexing_with_a_tensor_made_before_is_the_site():
+    """``cos[idx]`` and ``x[x > 0]`` gather into new storage when the index holds a
+    tensor an earlier statement made: the indexing is what is kept. Numbers, slices,
+    ``None`` and indices of unknown origin (a parameter) index a view."""
+    code = """
+    import torch
+
+    class Rope:
+        def __init__(self):
+            self._c = {}
+            self._m = None
+            self._v = None
+            self._p = None
+
+        def by_thw(self, k, t, cos):
+            if k in self._c:
+                return self._c[k]
+            idx = torch.arange(t).to(cos.device)
+            picked = cos[idx, :, :]
+            self._c[k] = picked.flatten(0, 1)
+            return self._c[k]
+
+        def masked(self, n):
+            if self._m is None:
+                x = torch.randn(n)
+                self._m = x[x > 0]
+
+        def views(self, cos, rows):
+            if self._v is None:
+                self._v = cos[1:, None, ...]
+            if self._p is None:
+                self._p = cos[rows]
+
+        def keep(self, rows):
+            if len(rows) == len(self._c):
+                return
+            # The storage filtered in place of itself: a batch, not a first use.
+            self._c = [self._c[i] for i in rows]
+            self._v = self._v[torch.tensor(rows)]
+    """
+    assert codes(code) == [(15, "IM005"), (22, "IM005")]
+    # A write in another method reaches the gathered tensor, not ``cos``.
+    written = code + "\n        def clear(self, k):\n            self._c[k].zero_()\n"
+    assert codes(written)[0] == (15, "IM001")
+
+
+def test_a_call_kept_beside_an_allocation_is_a_site_too():
+    """A tuple that keeps a helper's tensors beside tensors made here keeps all of
+    them (``(cos, window)``); a call a torch allocation is only made from
+    (``helper(n).new_zeros(n)``) is not kept."""
+    code = """
+    import torch
+
+    def window(t):
+        idx = torch.arange(t)
+        return idx, idx + 1
+
+    class Rope:
+        def __init__(self):
+            self._c = {}
+            self._z = None
+
+        def by_t(self, t):
+            if t in self._c:
+                return self._c[t]
+            w, cu = window(t)
+            lens = torch.arange(4)
+            self._c[t] = (w, cu, lens)
+            return self._c[t]
+
+        def zeros(self, n):
+            if self._z is None:
+                self._z = window(n)[0].new_zeros(n)
+    """
+    assert codes(code) == [(16, "IM005"), (17, "IM005"), (23, "IM005")]
+
+
+def test_sorted_values_of_a_tensor_are_new_storage():
+    """``values, _ = t.sort()`` makes new tensors (a list's ``sort()`` returns None):
+    arithmetic on them is a site."""
+    code = """
+    import torch
+
+    def midpoints(layer, centroids):
+        if not hasattr(layer, "_mid"):
+            c, _ = centroids.sort()
+            layer._mid = (c[:-1] + c[1:]) / 2
+    """
+    assert codes(code) == [(7, "IM005")]
+
+
+def test_a_cached_empty_sentinel_is_kept_for_good():
+    """A cached function's ``torch.empty(0)`` is shared by every caller for good (a
+    "not present" slot handed to kernels): not a placeholder that later code replaces.
+    With no elements, nothing is left to fill: read-only."""
+    code = """
+    import functools
+    import torch
+
+    @functools.lru_cache(maxsize=None)
+    def empty_sentinel(device, dtype):
+        return torch.empty(0, dtype=dtype, device=device)
+
+    class M:
+        def __init__(self):
+            self.buf = None
+
+        def get(self):
+            if self.buf is None:
+                self.buf = torch.empty(0)
+            return self.buf
+    """
+    assert codes(code) == [(7, "IM005")]
+
+
 def test_a_rebound_fresh_object_stays_this_calls():
     code = """
     import torch
