@@ -116,6 +116,12 @@ class Store:
     def token(self) -> str:
         return "store:" + self.target
 
+    @property
+    def sliced(self) -> bool:
+        """``x[a:b] = v``, ``x[..., i] = v``: a copy into a tensor, not an item kept."""
+        last = self.target[self.target.rfind("[") :]
+        return self.kind == "subscript" and (":" in last or "..." in self.target)
+
 
 @dataclass(eq=False)
 class InplaceWrite:

@@ -74,7 +74,7 @@ def persistent(store: Store, fa: FunctionAnalysis) -> bool:
             or container in fa.index.container_texts
             or container.endswith(".__dict__")
             or _item_of_container(store, fa)
-        ) and not _is_slice_store(store)
+        ) and not store.sliced
     return False
 
 
@@ -218,11 +218,6 @@ def _root_name(expr: cst.BaseExpression | None) -> str | None:
 def reads_target(call: cst.Call, target: str, fa: FunctionAnalysis) -> bool:
     """Whether a call's arguments read ``target`` (the storage it is stored into)."""
     return any(target in fa.mentions(arg.value) for arg in call.args)
-
-
-def _is_slice_store(store: Store) -> bool:
-    target = store.target
-    return ":" in target[target.rfind("[") :] or "..." in target
 
 
 def dropped(store: Store, f: FunctionModel) -> bool:

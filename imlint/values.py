@@ -336,7 +336,7 @@ class FunctionAnalysis:
         if self._fills is None:
             self._fills = {}
             for s in self.f.stores:
-                if s.value is not None and isinstance(s.root, cst.Name):
+                if s.value is not None and isinstance(s.root, cst.Name) and not s.sliced:
                     self._fills.setdefault(s.root.value, []).append(s.value)
         if name not in self._fills or self.root_kind(cst.Name(name)) != "local":
             return []

@@ -395,8 +395,14 @@ def test_a_call_kept_beside_an_allocation_is_a_site_too():
         def zeros(self, n):
             if self._z is None:
                 self._z = window(n)[0].new_zeros(n)
+
+        def packed(self, n):
+            if self._z is None:
+                q = torch.zeros(n)
+                q[0:2] = window(2)[1].to(torch.int32)  # copied into ``q``, not kept
+                self._z = q
     """
-    assert codes(code) == [(16, "IM005"), (17, "IM005"), (23, "IM005")]
+    assert codes(code) == [(16, "IM005"), (17, "IM005"), (23, "IM005"), (27, "IM005")]
 
 
 def test_sorted_values_of_a_tensor_are_new_storage():
