@@ -125,8 +125,11 @@ class SiteFinder:
         counts only when an index holds a tensor made before (a gather)."""
         if self.func is None or not self._stmt:
             return
-        if not isinstance(self._stmt[-1].body[0], _KEEPING_STATEMENTS):
+        stmt = self._stmt[-1].body[0]
+        if not isinstance(stmt, _KEEPING_STATEMENTS):
             return
+        if isinstance(stmt, cst.Assign) and any(t.target is node for t in stmt.targets):
+            return  # ``self._c[k] = v``: where a value is stored, not a value
         if any(
             isinstance(el.slice, cst.Index) and _may_hold_tensor(el.slice.value)
             for el in node.slice

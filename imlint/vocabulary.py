@@ -70,15 +70,14 @@ TENSOR_CONVERSIONS = frozenset(
 #: Tensor methods that compute a new tensor (``w.exp()``, ``t.index_select(0, i)``):
 #: torch's computing functions that Python numbers and numpy arrays do not have as
 #: methods. Called on an imported module (``math.exp(x)``, ``np.sqrt(x)``) they are not
-#: tensor methods.
+#: tensor methods. ``sort`` too: a list's and a numpy array's sort in place and return
+#: None, so only a tensor's ``sort()`` has a result to keep (``values, _ = t.sort()``).
 TENSOR_COMPUTE_METHODS = frozenset(
     {"exp", "exp2", "log", "sqrt", "rsqrt", "reciprocal", "sigmoid", "softmax", "cos", "sin",
      "pow", "outer", "matmul", "mm", "bmm", "tril", "triu", "gather", "index_select",
      "masked_select", "repeat_interleave", "abs", "clamp", "flip", "roll", "tile",
      "sort"}
 )  # fmt: skip
-# ``sort`` too: a list's and a numpy array's sort in place and return None, so only a
-# tensor's ``sort()`` has a result to keep (``values, _ = t.sort()``).
 
 #: The allocator of a site made by arithmetic (``(a + b) / 2``): new storage under the
 #: caller's mode, a site only when a tensor made by an earlier statement reaches an
