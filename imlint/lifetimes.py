@@ -160,7 +160,7 @@ class Construction:
         position = str(d.params.index(flag)) if d is not None and flag in d.params else None
         falsy = d is not None and flag in d.falsy
         callers = callers_as_set_up_sees(self.index, c)
-        callers += [k for k, _text in self.index.unresolved_callers(c)]
+        callers += [k for k, _text in self.index.named_callers(c)]
         callers = [k for k in callers if not is_test_module(k[0])]
         if not callers:
             return None
@@ -203,7 +203,7 @@ class Construction:
         whose arguments fit it (``ProjectIndex.accepts``), judged once per call shape."""
         fit: dict[tuple[int, tuple[str, ...]], bool] = {}
         out: list[Target] = []
-        for c, text in self.index.unresolved_callers(target):
+        for c, text in self.index.named_callers(target):
             cd = self._summary(c)
             shape = self.index.call_shape(cd, text) if cd is not None else None
             if shape is not None and not fit.setdefault(shape, fits(d, shape)):
@@ -268,8 +268,9 @@ class Construction:
                     constructed.add(target)
                     continue
                 name = d.qual.rsplit(".", 1)[-1]
-                # calls by name are shared by every function so named and so called
-                key = (name, bool(d.cls), d.params, d.keywords, d.star)
+                # calls by name are shared by every function so named and so called,
+                # less those whose receiver cannot be of its class
+                key = (name, bool(d.cls), d.params, d.keywords, d.star, index.ruled_out(target))
                 if key not in by_name:
                     by_name[key] = self.split(self.through_flags(self._fitting(target, d), name))
                 callers = callers_as_set_up_sees(index, target)
@@ -464,7 +465,7 @@ class Lifetimes:
         that name, not a caller that keeps the result."""
         return not any(c != target for c in self._production_callers(target)) and not any(
             c != target and not is_test_module(c[0])
-            for c, _text in self.index.unresolved_callers(target)
+            for c, _text in self.index.named_callers(target)
         )
 
     def _is_per_call_class(self, cls: Target) -> bool:
@@ -625,7 +626,7 @@ class Lifetimes:
         ]
         sites += [
             (c, text)
-            for c, text in index.unresolved_callers(target)
+            for c, text in index.named_callers(target)
             if not is_test_module(c[0]) and self._accepts(target, c, text)
         ]
         for caller, text in sites:
@@ -719,7 +720,7 @@ class Lifetimes:
         }
         if sites:
             return sites
-        named = index.unresolved_callers(target)
+        named = index.named_callers(target)
         if len(named) > _NAMED_SITES:
             return sites  # a name too common to judge its calls by: unjudged
         return {(caller, text) for caller, text in named if self._accepts(target, caller, text)}

@@ -31,6 +31,7 @@ from imlint.holders import Holders
 from imlint.index_allocators import AllocatorFinder
 from imlint.index_dispatch import DispatchFinder
 from imlint.index_facts import FactsFinder
+from imlint.index_members import MemberFinder
 from imlint.index_outside import OutsideFinder
 from imlint.index_reach import ReachFinder
 from imlint.index_regions import RegionFinder
@@ -45,6 +46,7 @@ from imlint.lifetimes import Lifetimes, construction_only, fits
 from imlint.options import AnalysisOptions
 from imlint.source import quiet_parse
 from imlint.summary_flags import FlagFacts, falsy_defaults
+from imlint.summary_members import class_members
 from imlint.summary_names import NameFacts, is_main_guard
 from imlint.summary_regions import RegionFacts, join_regions
 from imlint.summary_stores import StoreFacts
@@ -68,7 +70,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 55
+SUMMARY_VERSION = 56
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -170,6 +172,8 @@ class DefSummary:
     #: (name, class text): the classes the code declares or makes evident for its
     #: parameters, return value, attributes and aliases (``summary_types.TypeFacts``)
     annots: list[tuple[str, str]] = field(default_factory=list)
+    #: classes: the names its instances answer to (``summary_members.py``)
+    members: tuple[str, ...] = ()
 
     def to_data(self) -> tuple[object, ...]:
         return (
@@ -179,7 +183,7 @@ class DefSummary:
             self.hands, self.sets, self.once, self.keywords, self.fixed, self.fresh,
             self.pitems, self.drops, self.star, self.setup, self.shapes, self.pattrs,
             self.flagged, self.flag_args, self.falsy, self.enters, self.callables,
-            self.annots,
+            self.annots, self.members,
         )  # fmt: skip
 
     @classmethod
@@ -569,7 +573,9 @@ class _Summarizer(
         qual = f"{parent_qual}.{node.name}" if parent_qual else node.name
         del outer
         bases = tuple(t for t in (_dotted(b) for b in node.bases) if t)
-        self.defs[qual] = DefSummary(qual, "class", bases=bases, params=_fields(node))
+        self.defs[qual] = DefSummary(
+            qual, "class", bases=bases, params=_fields(node), members=class_members(node)
+        )
         for dec in node.decorator_list:
             self.visit(dec)
         for b in node.bases:
@@ -1035,6 +1041,7 @@ class ProjectIndex(
     ReachFinder,
     RegionFinder,
     DispatchFinder,
+    MemberFinder,
     TypeFinder,
     FactsFinder,
     OutsideFinder,
@@ -1093,6 +1100,7 @@ class ProjectIndex(
         self._shapes: dict[int, dict[str, tuple[int, tuple[str, ...]]]] = {}  # accepts
         self._init_regions()
         self._init_dispatch()
+        self._init_members()
         self._init_types()
         self._init_reach()
         self._build()
@@ -1169,14 +1177,17 @@ class ProjectIndex(
 
     def accepts(self, target: Target, d: DefSummary, text: str) -> bool:
         """Whether the calls by ``text`` in ``d`` may reach ``target`` by their
-        arguments: no more positional arguments than it takes, no keyword it lacks
-        (unless it takes ``*args`` or ``**kwargs``)."""
+        arguments (no more positional arguments than it takes, no keyword it lacks,
+        unless it takes ``*args`` or ``**kwargs``) and by what else ``d`` asks of the
+        receiver (``index_members.py``)."""
         s = self.modules.get(target[0])
         td = s.defs.get(target[1]) if s is not None else None
         if td is None:
             return False
         shape = self.call_shape(d, text)
-        return shape is None or fits(td, shape)
+        if shape is not None and not fits(td, shape):
+            return False
+        return self.receiver_fits(target, d, text)
 
     def call_shape(self, d: DefSummary, text: str) -> tuple[int, tuple[str, ...]] | None:
         """How the calls by ``text`` in ``d`` pass arguments (``DefSummary.shapes``):

@@ -53,7 +53,7 @@ class _Warming:
         known = self._callers.get(target)
         if known is None:
             found = callers_as_set_up_sees(self.index, target)
-            found += [c for c, _text in self.index.unresolved_callers(target)]
+            found += [c for c, _text in self.index.named_callers(target)]
             known = self._callers[target] = [c for c in found if not is_test_module(c[0])]
         return known
 
@@ -64,7 +64,7 @@ class _Warming:
         known = self._split.get(target)
         if known is not None:
             return known
-        named = self.index.unresolved_callers(target)
+        named = self.index.named_callers(target)
         builders = self._builders.get(target, set())
         if not named or any(c in builders for c, _text in named):
             known = self.con.split(self.callers(target), target)

@@ -285,6 +285,58 @@ def test_a_method_called_by_an_unresolved_name_only_from_constructors_is_constru
     assert _findings(tmp_path, {"pkg/a.py": lazy}) == [("a.py", 7, "IM001")]
 
 
+def test_a_call_by_name_whose_receiver_lacks_the_class_s_methods_does_not_reach_it(tmp_path):
+    # ``head.tables(n)`` in ``draft`` cannot be ``Box.tables``: the same receiver is
+    # asked for ``step_dtype()``, a method of the project that ``Box`` lacks.
+    code = """
+    import torch
+
+    class Box:
+        def __init__(self, n):
+            self.build(n)
+
+        def build(self, n):
+            self.tables(n)
+
+        def tables(self, n):
+            if self._t is None:
+                self._t = torch.zeros(n)
+            self._t.zero_()
+            return self._t
+
+    class Head:
+        def tables(self, n):
+            return n
+
+        def step_dtype(self):
+            return torch.float32
+
+    def draft(head, n):
+        head.tables(n)
+        return head.step_dtype()
+    """
+    assert _findings(tmp_path, {"pkg/a.py": code}) == []
+    # A subclass of Box that has the method: the receiver may be one of its objects.
+    sub = (
+        code
+        + """
+    class BigBox(Box):
+        def step_dtype(self):
+            return torch.float16
+    """
+    )
+    assert _findings(tmp_path, {"pkg/a.py": sub}) == [("a.py", 13, "IM001")]
+    # An attribute stored on self answers to the name as well as a method would.
+    stored = code.replace("self.build(n)", "self.build(n)\n            self.step_dtype = None")
+    assert _findings(tmp_path, {"pkg/a.py": stored}) == [("a.py", 14, "IM001")]
+    # A class whose members the source does not show (``__getattr__``) is never ruled out.
+    dynamic = code.replace(
+        "def build(self, n):",
+        "def __getattr__(self, name):\n            return None\n\n        def build(self, n):",
+    )
+    assert _findings(tmp_path, {"pkg/a.py": dynamic}) == [("a.py", 16, "IM001")]
+
+
 def test_an_instance_kept_on_its_class_by_a_class_method_is_long_lived(tmp_path):
     code = """
     import torch

@@ -1,0 +1,173 @@
+"""Which classes a receiver may be, from what the caller asks of it: a call by a name
+the index cannot resolve (``head.init_state(h)``) may run a project method of that
+name only if an object of its class (or of a subclass) answers to every other method
+the same function calls on ``head`` (``head.step_logits_dtype(...)``). A method the
+project defines somewhere that the class and its subclasses neither define, inherit,
+nor store on ``self`` rules the class out. Classes whose members the source does not
+fully show (a base from another library, ``__getattr__``, ``setattr(self, ...)``:
+``summary_members.OPEN``) are never ruled out."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from imlint.summary_members import OPEN
+
+if TYPE_CHECKING:
+    from imlint.project import DefSummary, FileSummary
+
+Target = tuple[str, str]
+
+#: Bases from outside the project that give instances no methods a call could ask for.
+_PLAIN_BASES = frozenset(
+    {"object", "abc.ABC", "typing.Generic", "typing.Protocol", "typing_extensions.Protocol"}
+)
+
+
+class MemberFinder:
+    """A mixin of :class:`imlint.project.ProjectIndex`."""
+
+    modules: dict[str, FileSummary]
+    unresolved_sites: dict[str, list[tuple[Target, str]]]
+
+    if TYPE_CHECKING:
+
+        def _resolve_in(
+            self, s: FileSummary, d: DefSummary | None, text: str, depth: int = 0
+        ) -> Target | None: ...
+
+        def _kind(self, target: Target) -> str: ...
+
+        def subclasses(self, cls: Target) -> set[Target]: ...
+
+        def qualify_in(self, s: FileSummary, text: str) -> str: ...
+
+        def unresolved_callers(self, target: Target) -> list[tuple[Target, str]]: ...
+
+        def _functions(self) -> list[tuple[FileSummary, DefSummary]]: ...
+
+    def _init_members(self) -> None:
+        self._up: dict[Target, frozenset[str] | None] = {}
+        self._down: dict[Target, frozenset[str] | None] = {}
+        self._asked: dict[tuple[int, str], frozenset[str]] = {}
+        self._method_names: frozenset[str] | None = None
+        self._named_kept: dict[Target, list[tuple[Target, str]]] = {}
+        self._ruled_out: dict[Target, frozenset[tuple[Target, str]]] = {}
+        self._asking_by_name: dict[str, list[tuple[Target, str, DefSummary]]] = {}
+
+    def named_callers(self, target: Target) -> list[tuple[Target, str]]:
+        """``unresolved_callers(target)`` less the calls whose receiver cannot be an
+        object of ``target``'s class (``receiver_fits``): the same list object when
+        none is ruled out."""
+        named = self.unresolved_callers(target)
+        out = self.ruled_out(target)
+        if not out:
+            return named
+        kept = self._named_kept.get(target)  # kept: callers share splits by its id
+        if kept is None:
+            kept = self._named_kept[target] = [k for k in named if k not in out]
+        return kept
+
+    def ruled_out(self, target: Target) -> frozenset[tuple[Target, str]]:
+        """The calls by ``target``'s name whose receiver cannot be of its class."""
+        found = self._ruled_out.get(target)
+        if found is None:
+            name = target[1].rsplit(".", 1)[-1]
+            found = self._ruled_out[target] = frozenset(
+                (c, text)
+                for c, text, d in self._asking(name)
+                if not self.receiver_fits(target, d, text)
+            )
+        return found
+
+    def _asking(self, name: str) -> list[tuple[Target, str, DefSummary]]:
+        """The calls by ``name`` the index cannot resolve whose caller asks their
+        receiver for other methods too: the only ones ``receiver_fits`` may rule out."""
+        found = self._asking_by_name.get(name)
+        if found is None:
+            found = self._asking_by_name[name] = []
+            for c, text in self.unresolved_sites.get(name, ()):
+                s = self.modules.get(c[0])
+                d = s.defs.get(c[1]) if s is not None else None
+                head = text.lstrip("?").rpartition(".")[0]
+                if d is not None and head and self._asked_of(d, head) - {name}:
+                    found.append((c, text, d))
+        return found
+
+    def receiver_fits(self, target: Target, d: DefSummary, text: str) -> bool:
+        """Whether the receiver of the call by ``text`` in ``d`` may be an object of
+        the class of method ``target``, by the other methods ``d`` calls on it."""
+        s = self.modules.get(target[0])
+        td = s.defs.get(target[1]) if s is not None else None
+        head, _, name = text.lstrip("?").rpartition(".")
+        if td is None or not td.cls or not head or head in ("self", "cls"):
+            return True
+        if "(" in head or "[" in head:
+            return True
+        asked = self._asked_of(d, head) - {name}
+        if not asked:
+            return True
+        members = self._members_down((target[0], td.cls))
+        if members is None:
+            return True
+        methods = self._project_methods()
+        return all(m in members or m not in methods for m in asked)
+
+    def _asked_of(self, d: DefSummary, head: str) -> frozenset[str]:
+        key = (id(d), head)
+        found = self._asked.get(key)
+        if found is None:
+            names = set()
+            for call, _region in d.calls:
+                receiver, _, name = call.lstrip("?").rpartition(".")
+                if receiver == head:
+                    names.add(name)
+            found = self._asked[key] = frozenset(names)
+        return found
+
+    def _project_methods(self) -> frozenset[str]:
+        if self._method_names is None:
+            self._method_names = frozenset(
+                d.qual.rsplit(".", 1)[-1] for _s, d in self._functions() if d.cls
+            )
+        return self._method_names
+
+    def _members_down(self, cls: Target) -> frozenset[str] | None:
+        """What an object of ``cls`` or of any subclass may answer to; None when open."""
+        if cls in self._down:
+            return self._down[cls]
+        found: set[str] | None = set()
+        for c in (cls, *sorted(self.subclasses(cls))):
+            up = self._members_up(c)
+            if up is None or found is None:
+                found = None
+                break
+            found |= up
+        result = self._down[cls] = frozenset(found) if found is not None else None
+        return result
+
+    def _members_up(self, cls: Target, depth: int = 0) -> frozenset[str] | None:
+        """What an object of ``cls`` answers to, its bases' members included."""
+        if cls in self._up:
+            return self._up[cls]
+        self._up[cls] = None  # a cycle of bases: open
+        s = self.modules.get(cls[0])
+        d = s.defs.get(cls[1]) if s is not None else None
+        result: frozenset[str] | None = None
+        if s is not None and d is not None and OPEN not in d.members and depth < 16:
+            names = set(d.members)
+            for base in d.bases:
+                b = self._resolve_in(s, None, base)
+                if b is not None and self._kind(b) == "class":
+                    inherited = self._members_up(b, depth + 1)
+                elif self.qualify_in(s, base) in _PLAIN_BASES:
+                    inherited = frozenset()
+                else:
+                    inherited = None
+                if inherited is None:
+                    break
+                names |= inherited
+            else:
+                result = frozenset(names)
+        self._up[cls] = result
+        return result
