@@ -1,4 +1,6 @@
-"""Which classes a receiver may be, from what the caller asks of it: a call by a name
+"""Which classes a receiver may be, from what the caller asks of it and where it was
+made. A call on a receiver made by a builtin or another library (``acc =
+cute.make_tensor(...)``; ``acc.load()``) reaches no project method. A call by a name
 the index cannot resolve (``head.init_state(h)``) may run a project method of that
 name only if an object of its class (or of a subclass) answers to every other method
 the same function calls on ``head`` (``head.step_logits_dtype(...)``). A method the
@@ -44,6 +46,8 @@ class MemberFinder:
 
         def unresolved_callers(self, target: Target) -> list[tuple[Target, str]]: ...
 
+        def _outside_receiver(self, s: FileSummary, d: DefSummary, text: str) -> bool: ...
+
         def _functions(self) -> list[tuple[FileSummary, DefSummary]]: ...
 
     def _init_members(self) -> None:
@@ -53,7 +57,7 @@ class MemberFinder:
         self._method_names: frozenset[str] | None = None
         self._named_kept: dict[Target, list[tuple[Target, str]]] = {}
         self._ruled_out: dict[Target, frozenset[tuple[Target, str]]] = {}
-        self._asking_by_name: dict[str, list[tuple[Target, str, DefSummary]]] = {}
+        self._judged_lists: dict[int, list[tuple[Target, str, DefSummary, bool]]] = {}
 
     def named_callers(self, target: Target) -> list[tuple[Target, str]]:
         """``unresolved_callers(target)`` less the calls whose receiver cannot be an
@@ -72,26 +76,31 @@ class MemberFinder:
         """The calls by ``target``'s name whose receiver cannot be of its class."""
         found = self._ruled_out.get(target)
         if found is None:
-            name = target[1].rsplit(".", 1)[-1]
             found = self._ruled_out[target] = frozenset(
                 (c, text)
-                for c, text, d in self._asking(name)
-                if not self.receiver_fits(target, d, text)
+                for c, text, d, outside in self._judged(self.unresolved_callers(target))
+                if outside or not self.receiver_fits(target, d, text)
             )
         return found
 
-    def _asking(self, name: str) -> list[tuple[Target, str, DefSummary]]:
-        """The calls by ``name`` the index cannot resolve whose caller asks their
-        receiver for other methods too: the only ones ``receiver_fits`` may rule out."""
-        found = self._asking_by_name.get(name)
+    def _judged(
+        self, named: list[tuple[Target, str]]
+    ) -> list[tuple[Target, str, DefSummary, bool]]:
+        """Of calls by one name the index cannot resolve, those ``receiver_fits`` may
+        rule out: on a receiver made outside the project, or asked for other methods
+        too (the lists are the index's own, shared by every function of the name)."""
+        found = self._judged_lists.get(id(named))
         if found is None:
-            found = self._asking_by_name[name] = []
-            for c, text in self.unresolved_sites.get(name, ()):
+            found = self._judged_lists[id(named)] = []
+            for c, text in named:
                 s = self.modules.get(c[0])
                 d = s.defs.get(c[1]) if s is not None else None
-                head = text.lstrip("?").rpartition(".")[0]
-                if d is not None and head and self._asked_of(d, head) - {name}:
-                    found.append((c, text, d))
+                head, _, name = text.lstrip("?").rpartition(".")
+                if s is None or d is None or not head:
+                    continue
+                outside = self._outside_receiver(s, d, text)
+                if outside or self._asked_of(d, head) - {name}:
+                    found.append((c, text, d, outside))
         return found
 
     def receiver_fits(self, target: Target, d: DefSummary, text: str) -> bool:

@@ -335,6 +335,22 @@ def test_a_call_by_name_whose_receiver_lacks_the_class_s_methods_does_not_reach_
         "def __getattr__(self, name):\n            return None\n\n        def build(self, n):",
     )
     assert _findings(tmp_path, {"pkg/a.py": dynamic}) == [("a.py", 16, "IM001")]
+    # A receiver made by another library is never a project object.
+    outside = (
+        code
+        + """
+    import cutlass
+
+    def kernel(n):
+        frag = cutlass.make_fragment(n)
+        frag.tables(n)
+    """
+    )
+    assert _findings(tmp_path, {"pkg/a.py": outside}) == []
+    handed = outside.replace("kernel(n)", "kernel(frag, n)").replace(
+        "frag = cutlass.make_fragment(n)", "pass"
+    )
+    assert _findings(tmp_path, {"pkg/a.py": handed}) == [("a.py", 13, "IM001")]
 
 
 def test_an_instance_kept_on_its_class_by_a_class_method_is_long_lived(tmp_path):
