@@ -267,6 +267,9 @@ class Construction:
                     waiting[target] = ([], None)
                     constructed.add(target)
                     continue
+                if d.alloc_flags:  # allocates only while a parameter is true
+                    waiting[target] = ([self._as_flagged(target, d.alloc_flags[0])], None)
+                    continue
                 name = d.qual.rsplit(".", 1)[-1]
                 # calls by name are shared by every function so named and so called,
                 # less those whose receiver cannot be of its class

@@ -70,7 +70,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 56
+SUMMARY_VERSION = 57
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -172,6 +172,8 @@ class DefSummary:
     #: (name, class text): the classes the code declares or makes evident for its
     #: parameters, return value, attributes and aliases (``summary_types.TypeFacts``)
     annots: list[tuple[str, str]] = field(default_factory=list)
+    #: parameters whose truth every allocation waits on (``summary_flags.py``)
+    alloc_flags: list[str] = field(default_factory=list)
     #: classes: the names its instances answer to (``summary_members.py``)
     members: tuple[str, ...] = ()
 
@@ -183,7 +185,7 @@ class DefSummary:
             self.hands, self.sets, self.once, self.keywords, self.fixed, self.fresh,
             self.pitems, self.drops, self.star, self.setup, self.shapes, self.pattrs,
             self.flagged, self.flag_args, self.falsy, self.enters, self.callables,
-            self.annots, self.members,
+            self.annots, self.alloc_flags, self.members,
         )  # fmt: skip
 
     @classmethod
@@ -308,6 +310,8 @@ class _Scope:
     exits: list[ast.expr] = field(default_factory=list)
     #: call text -> the parameters whose truth every call by it waits on
     guards: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: the parameters whose truth every allocation call waits on, None before one
+    alloc_guard: frozenset[str] | None = None
     flag_args: set[tuple[str, str, str]] = field(default_factory=set)
     #: call text -> whether every call by it is a statement whose result is dropped
     dropped: dict[str, bool] = field(default_factory=dict)
@@ -406,6 +410,8 @@ class _Summarizer(
         self.may_allocate = False
         #: ids of calls that are statements of their own (their result is dropped)
         self.statements: set[int] = set()
+        #: calls whose result a torch function or an in-place method only reads
+        self.temporaries: set[int] = set()
         self.name_calls: set[str] = set()
         #: names the module binds at its top level (``_module_names``)
         self.module_names: set[str] = set()
@@ -634,6 +640,7 @@ class _Summarizer(
                 scope.calls.add((callee, self.region))
                 self._flag_call(node, callee, scope)
         self.entered_by_hand(node, scope)
+        self._temporaries(node, text)
         if self.qualify(text) == "threading.Thread":
             # ``Thread(target=self._run)``: the target runs in a new thread, where
             # inference mode is off (it is per thread), whatever mode starts it.
@@ -646,12 +653,15 @@ class _Summarizer(
         if last is not None:
             if last in self.vocabulary:
                 self.may_allocate = True
+                self._guard_allocation(node, scope)
             elif isinstance(func, ast.Attribute) and last in TENSOR_DERIVING_METHODS:
                 self.may_allocate = True  # ``x.to(d)``
+                self._guard_allocation(node, scope)
             elif isinstance(func, ast.Name):
                 self.name_calls.add(last)
         if self.is_allocator(node) is not None:
             scope.summary.alloc_calls += 1
+            self._guard_allocation(node, scope)
             self.may_allocate = True  # ``torch.cat(...)``: by its qualified name
         if text in ("setattr",) and len(node.args) >= 3:
             self._store(node.args[0], node.args[2], ".setattr")
@@ -707,6 +717,7 @@ class _Summarizer(
         self.returned_type(scope)
         s.annots = sorted(set(s.annots))
         self._allocations(scope)
+        s.alloc_flags = self._alloc_flags(scope)
 
     def _results(self, scope: _Scope) -> list[tuple[str, str]]:
         """``DefSummary.results``: what happens to what each call makes."""

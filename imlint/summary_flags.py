@@ -58,12 +58,15 @@ class FlagFacts:
     cond: int
     tests: list[ast.AST | None]
     blocks: tuple[tuple[int, str], ...]
+    temporaries: set[int]
 
     if TYPE_CHECKING:
 
         def visit(self, node: ast.AST) -> None: ...
 
         def generic_visit(self, node: ast.AST) -> None: ...
+
+        def qualify(self, text: str) -> str: ...
 
     def _conditional(self, node: ast.AST) -> None:
         self.cond += 1
@@ -131,6 +134,38 @@ class FlagFacts:
             else:
                 value = truth(kw.value)
                 scope.flag_args.add((callee, kw.arg, "?" if value is None else _mark(value)))
+
+    def _guard_allocation(self, node: ast.Call, scope: _Scope) -> None:
+        """A call that may make a tensor (an allocator, a tensor method that computes):
+        the flags it waits on narrow those every allocation waits on
+        (``DefSummary.alloc_flags``), unless what it makes is only read where it is
+        made (``buf.copy_(torch.cumsum(x, 0))``)."""
+        if id(node) in self.temporaries:
+            return
+        active = frozenset(self.flags) if scope.summary.kind == "function" else frozenset()
+        known = scope.alloc_guard
+        scope.alloc_guard = active if known is None else known & active
+
+    def _temporaries(self, node: ast.Call, text: str) -> None:
+        """The arguments of a torch function or of an in-place tensor method (``x.copy_(
+        ...)``, ``torch.cumsum(...)``): read there, never kept."""
+        func = node.func
+        in_place = isinstance(func, ast.Attribute) and func.attr.endswith("_")
+        if in_place or self.qualify(text).startswith("torch."):
+            for arg in [*node.args, *(kw.value for kw in node.keywords)]:
+                self.temporaries.add(id(arg))
+
+    def _alloc_flags(self, scope: _Scope) -> list[str]:
+        """The parameters whose truth every allocation the body makes, and every call
+        whose result it keeps or returns as one, waits on (``if in_capture and
+        self._meta is None: self._meta = torch.zeros(n)``): set-up follows such a
+        function only along the callers that turn the flag on."""
+        guard = scope.alloc_guard
+        for _how, _what, ref in scope.summary.allocs:
+            if not ref.startswith("!"):
+                flags = scope.guards.get(ref, frozenset())
+                guard = flags if guard is None else guard & flags
+        return sorted(guard or ())
 
 
 def _mark(value: bool) -> str:

@@ -2576,6 +2576,61 @@ def test_set_up_follows_a_call_made_only_while_a_flag_is_on(tmp_path):
         assert _check(tmp_path) == expected, (default, replay, serve)
 
 
+def test_set_up_follows_a_function_whose_allocations_wait_on_a_flag(tmp_path):
+    """``if in_capture and self.meta is None: self.meta = torch.zeros(bs)``: the
+    function runs on every step, but it allocates only while ``in_capture`` is on, so
+    set-up follows it along the callers that turn the flag on. A tensor the function
+    only reads where it is made (``self.meta.copy_(torch.cumsum(...))``) does not count;
+    one it keeps outside the flag does."""
+    backend = """
+        import torch
+
+        class Backend:
+            def __init__(self):
+                self.meta = None
+
+            def init_meta(self, batch, in_capture):
+                if in_capture and self.meta is None:
+                    self.meta = torch.zeros(batch.bs)
+                OTHER
+                self.meta.copy_(torch.cumsum(batch.seq, 0))
+    """
+    runner = """
+        from pkg.backend import Backend
+
+        class GraphRunner:
+            def __init__(self, backend):
+                self.backend = backend
+                self.backend.init_meta(make_batch(1), True)
+
+            def replay(self, batch):
+                self.backend.init_meta(batch, REPLAY)
+
+        def make_batch(bs):
+            return None
+
+        RUNNER = GraphRunner(Backend())
+
+        def serve(batch):
+            RUNNER.replay(batch)
+    """
+    _tree(tmp_path, {"pkg/__init__.py": ""})
+    lazy = [("backend.py", 10, "IM001", "error")]
+    for other, replay, expected in [
+        ("pass", "False", []),
+        ("pass", "batch.capturing", lazy),
+        ("self.seq = batch.seq.clone()", "False", lazy),
+    ]:
+        _tree(
+            tmp_path,
+            {
+                "pkg/backend.py": backend.replace("OTHER", other),
+                "pkg/runner.py": runner.replace("REPLAY", replay),
+            },
+        )
+        assert _check(tmp_path) == expected, (other, replay)
+
+
 def test_a_getter_returning_a_local_dict_it_filled_returns_its_tensors():
     """``bufs = dict(); bufs["ids"] = torch.zeros(n); return bufs``: what the getter
     returns holds the tensors it stored into the dict, as ``return {"ids": ...}`` does."""
