@@ -14,6 +14,10 @@ caller that is not set-up runs only on objects whose construction called it firs
   ``absorb_rows(self.device, max(self.pitches), self.heads)``): they ask for what
   the object set up. A call sized from the step's input (``self._grow(x.size(0))``)
   may ask for more than set-up reserved: the grown buffer is made on first use.
+  Unless the function keeps what it makes in one attribute it fills only while empty
+  (``if self._bufs is None: self._bufs = (...)``): no later call makes it again, so
+  set-up may reach it through any function a few calls up (a capture at start-up
+  that goes through the same metadata code as the steps).
 
 A function that only warmed functions, construction and constructors call is warmed
 too (the cached getter behind a warmed wrapper). Another class that asks for the cache
@@ -32,6 +36,8 @@ if TYPE_CHECKING:
 
 #: Calls followed up from a module-level function to the methods that run it.
 _UP = 4
+#: The most functions a walk up from a function that fills one slot looks at.
+_REACH = 64
 
 
 class _Warming:
@@ -99,6 +105,23 @@ class _Warming:
                 classes |= self.warming_classes(c, depth - 1)
         return classes
 
+    def reaching_classes(self, target: Target) -> set[Target]:
+        """Classes whose construction reaches ``target`` through any functions, up to
+        ``_UP`` calls up (at most ``_REACH`` functions looked at)."""
+        classes: set[Target] = set()
+        seen = {target}
+        level = [target]
+        for _ in range(_UP + 1):
+            nxt: list[Target] = []
+            for node in level:
+                classes |= self.warming_classes(node, 0)
+                for c in self.split(node)[0]:
+                    if c not in seen and c not in self.construction and len(seen) < _REACH:
+                        seen.add(c)
+                        nxt.append(c)
+            level = nxt
+        return classes
+
     def asks_same(self, caller: Target, target: Target) -> bool:
         """Whether every call of ``target``'s name in ``caller`` reads none of the
         caller's inputs (``DefSummary.fixed``): it asks for what set-up asked for."""
@@ -109,6 +132,22 @@ class _Warming:
         name = target[1].rsplit(".", 1)[-1]
         fixed = set(d.fixed)
         return all(text in fixed for text, _region in d.calls if text.rsplit(".", 1)[-1] == name)
+
+    def single_slot(self, target: Target) -> bool:
+        """Whether what ``target`` allocates it keeps in one attribute of ``self`` that
+        it fills only while empty (``if self._bufs is None: self._bufs = ...``): once
+        filled, no call makes it again, whatever the call asks for."""
+        s = self.index.modules.get(target[0])
+        d = s.defs.get(target[1]) if s is not None else None
+        if d is None or not d.allocs:
+            return False
+        return all(
+            how == "keeps"
+            and what.startswith("self.")
+            and "." not in what[5:]
+            and f"?{what[5:]}" in d.sets
+            for how, what, _ref in d.allocs
+        )
 
     def runs_on(self, caller: Target, classes: set[Target], depth: int = _UP) -> bool:
         """Whether ``caller`` runs only on objects of ``classes`` (or at set-up)."""
@@ -135,10 +174,11 @@ class _Warming:
                 rest, _built, _n = self.split(target)
                 if not rest:
                     continue  # constructors only: construction decides
-                classes = self.warming_classes(target)
+                single = self.single_slot(target)
+                classes = self.reaching_classes(target) if single else self.warming_classes(target)
                 if classes and all(
                     c in self.construction
-                    or (self.asks_same(c, target) and self.runs_on(c, classes))
+                    or ((single or self.asks_same(c, target)) and self.runs_on(c, classes))
                     for c in rest
                 ):
                     warmed.add(target)

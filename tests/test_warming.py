@@ -118,3 +118,54 @@ def test_fixed_calls_read_none_of_the_functions_inputs():
     # Not: the input's own method, a local sized from it, a loop's name, a name bound
     # by ``with``, a variadic parameter, a call made once with an input.
     assert _fixed(code) == ["a", "b", "g", "torch.empty"]
+
+
+SLOT = """
+import torch
+
+class Backend:
+    def __init__(self):
+        self._bufs = None
+
+    def _buffers(self, device, n):
+        if FILL:
+            self._bufs = torch.zeros(n, device=device)
+        return self._bufs
+
+    def _metadata(self, batch):
+        out = self._buffers(batch.device, batch.n)
+        out.fill_(0)
+        return out
+
+    def capture(self, batch):
+        return self._metadata(batch)
+
+    def replay(self, batch):
+        return self._metadata(batch)
+
+class Runner:
+    def __init__(self, backend, batch):
+        self.backend = backend
+        self.backend.capture(batch)
+
+    def step(self, batch):
+        return self.backend.replay(batch)
+"""
+
+
+def test_one_slot_filled_only_while_empty_is_warmed_through_any_calls(tmp_path):
+    # The runner's constructor fills the one slot (two calls up, through the same
+    # metadata code the steps run); whatever a step asks for later, it finds it.
+    one = SLOT.replace("FILL", "self._bufs is None")
+    assert _findings(tmp_path, {"pkg/a.py": one}) == []
+    # Keyed by what each call asks for: a step may ask for an entry set-up never made.
+    keyed = (
+        SLOT.replace("self._bufs = None", "self._bufs = {}")
+        .replace("FILL", "n not in self._bufs")
+        .replace("self._bufs = torch.zeros", "self._bufs[n] = torch.zeros")
+        .replace("return self._bufs", "return self._bufs[n]")
+    )
+    assert _findings(tmp_path, {"pkg/a.py": keyed}) == [("a.py", 10, "IM001")]
+    # Nothing at set-up reaches it: the first step makes it.
+    lazy = one.replace("        self.backend.capture(batch)\n", "")
+    assert _findings(tmp_path, {"pkg/a.py": lazy}) == [("a.py", 10, "IM001")]
