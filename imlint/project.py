@@ -70,7 +70,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 57
+SUMMARY_VERSION = 58
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -172,6 +172,9 @@ class DefSummary:
     #: (name, class text): the classes the code declares or makes evident for its
     #: parameters, return value, attributes and aliases (``summary_types.TypeFacts``)
     annots: list[tuple[str, str]] = field(default_factory=list)
+    #: attributes of ``self`` the body stores only while they are empty (``if self._ws
+    #: is None: self._ws = ...``), never any other way (``summary_values.py``)
+    slots: list[str] = field(default_factory=list)
     #: parameters whose truth every allocation waits on (``summary_flags.py``)
     alloc_flags: list[str] = field(default_factory=list)
     #: classes: the names its instances answer to (``summary_members.py``)
@@ -185,7 +188,7 @@ class DefSummary:
             self.hands, self.sets, self.once, self.keywords, self.fixed, self.fresh,
             self.pitems, self.drops, self.star, self.setup, self.shapes, self.pattrs,
             self.flagged, self.flag_args, self.falsy, self.enters, self.callables,
-            self.annots, self.alloc_flags, self.members,
+            self.annots, self.slots, self.alloc_flags, self.members,
         )  # fmt: skip
 
     @classmethod
@@ -295,6 +298,9 @@ class _Scope:
     handed: list[tuple[ast.expr, str]] = field(default_factory=list)  # (argument, how)
     arguments: list[tuple[str, str, ast.expr]] = field(default_factory=list)  # (call, key, arg)
     sets: set[str] = field(default_factory=set)  # ``self.<attr> = ...``
+    #: attributes stored only while empty, and those stored any other way
+    slots: set[str] = field(default_factory=set)
+    refills: set[str] = field(default_factory=set)
     drops: set[str] = field(default_factory=set)  # ``self.<attr>.remove(...)``
     pattrs: set[tuple[str, str]] = field(default_factory=set)  # ``self.<attr> = <param>``
     shapes: dict[str, tuple[int, set[str]]] = field(default_factory=dict)  # of calls
@@ -687,6 +693,7 @@ class _Summarizer(
         s.rwrites = sorted(scope.rwrites)
         s.passes = sorted(scope.passes)
         s.sets = sorted(scope.sets)
+        s.slots = sorted(scope.slots - scope.refills)
         s.drops = sorted(scope.drops)
         s.pattrs = sorted(scope.pattrs)
         s.flagged = sorted((text, p) for text, ps in scope.guards.items() for p in ps)

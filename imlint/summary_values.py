@@ -49,6 +49,36 @@ def item_attr(container: ast.expr, scope: _Scope) -> str | None:
     return None
 
 
+def _empty(test: ast.AST, attr: str, scope: _Scope, empty: bool) -> bool:
+    """Whether ``test`` holds only while ``self.<attr>`` is empty (``empty``), or only
+    while it is filled (``not empty``: the test of an early return)."""
+    if isinstance(test, ast.BoolOp):
+        joined = isinstance(test.op, ast.And) == empty  # ``a and b`` / ``a or b`` exits
+        check = any if joined else all
+        return check(_empty(v, attr, scope, empty) for v in test.values)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _empty(test.operand, attr, scope, not empty)
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        right = test.comparators[0]
+        if isinstance(right, ast.Constant) and right.value is None:
+            if isinstance(test.ops[0], (ast.Is, ast.Eq)):
+                return _empty(test.left, attr, scope, not empty)
+            if isinstance(test.ops[0], (ast.IsNot, ast.NotEq)):
+                return _empty(test.left, attr, scope, empty)
+        return False
+    # what remains is a truth test: it holds while the attribute is filled
+    if empty:
+        return False
+    if isinstance(test, ast.Attribute):
+        return test.attr == attr and item_attr(test, scope) == attr
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.args:
+        name = test.args[1] if len(test.args) > 1 else None
+        own = isinstance(test.args[0], ast.Name) and test.args[0].id == scope.self_name
+        named = isinstance(name, ast.Constant) and name.value == attr
+        return own and named and test.func.id in ("hasattr", "getattr")
+    return False
+
+
 def _mentions(test: ast.AST, attr: str, scope: _Scope, depth: int = 0) -> bool:
     """Whether a condition looks at ``self.<attr>``: directly, by ``hasattr`` or
     ``getattr`` with its name, or through a local bound to something that does."""
@@ -265,6 +295,20 @@ class ValueOrigins:
         if attr is not None:
             tested = get_or_create or self._tested(attr, scope)
             scope.sets.add(f"{'?' if tested else ''}{attr}{'[]' if item else ''}")
+            if item or not self._while_empty(attr, scope):
+                scope.refills.add(attr)
+            else:
+                scope.slots.add(attr)
+
+    def _while_empty(self, attr: str, scope: _Scope) -> bool:
+        """Whether a store on ``self.<attr>`` runs only while the attribute is empty:
+        under ``if self.x is None:`` (``not self.x``, ``not hasattr(self, "x")``, one
+        of several tests joined by ``and``) or after ``if self.x is not None: return``.
+        A test that also lets a filled attribute through (``self.x is None or
+        self.x.numel() < n``) refills it (``DefSummary.slots``)."""
+        return any(t is not None and _empty(t, attr, scope, True) for t in self.tests) or any(
+            _empty(t, attr, scope, False) for t in scope.exits
+        )
 
     def _tested(self, attr: str, scope: _Scope) -> bool:
         """Whether a store on ``self.<attr>`` waits on a test of it: a condition around

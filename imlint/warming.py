@@ -142,10 +142,7 @@ class _Warming:
         if d is None or not d.allocs:
             return False
         return all(
-            how == "keeps"
-            and what.startswith("self.")
-            and "." not in what[5:]
-            and f"?{what[5:]}" in d.sets
+            how == "keeps" and what.startswith("self.") and what[5:] in d.slots
             for how, what, _ref in d.allocs
         )
 
