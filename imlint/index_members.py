@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from imlint.lifetimes import fits
 from imlint.summary_members import OPEN
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ class MemberFinder:
         def _functions(self) -> list[tuple[FileSummary, DefSummary]]: ...
 
     def _init_members(self) -> None:
+        self._shapes: dict[int, dict[str, tuple[int, tuple[str, ...]]]] = {}
         self._up: dict[Target, frozenset[str] | None] = {}
         self._down: dict[Target, frozenset[str] | None] = {}
         self._asked: dict[tuple[int, str], frozenset[str]] = {}
@@ -58,6 +60,28 @@ class MemberFinder:
         self._named_kept: dict[Target, list[tuple[Target, str]]] = {}
         self._ruled_out: dict[Target, frozenset[tuple[Target, str]]] = {}
         self._judged_lists: dict[int, list[tuple[Target, str, DefSummary, bool]]] = {}
+
+    def accepts(self, target: Target, d: DefSummary, text: str) -> bool:
+        """Whether the calls by ``text`` in ``d`` may reach ``target`` by their
+        arguments (no more positional arguments than it takes, no keyword it lacks,
+        unless it takes ``*args`` or ``**kwargs``) and by its receiver
+        (``receiver_fits``)."""
+        s = self.modules.get(target[0])
+        td = s.defs.get(target[1]) if s is not None else None
+        if td is None:
+            return False
+        shape = self.call_shape(d, text)
+        if shape is not None and not fits(td, shape):
+            return False
+        return self.receiver_fits(target, d, text)
+
+    def call_shape(self, d: DefSummary, text: str) -> tuple[int, tuple[str, ...]] | None:
+        """How the calls by ``text`` in ``d`` pass arguments (``DefSummary.shapes``):
+        (positional count, keywords), None when not recorded."""
+        shapes = self._shapes.get(id(d))
+        if shapes is None:
+            shapes = self._shapes[id(d)] = {call: (n, kws) for call, n, kws in d.shapes}
+        return shapes.get(text)
 
     def named_callers(self, target: Target) -> list[tuple[Target, str]]:
         """``unresolved_callers(target)`` less the calls whose receiver cannot be an

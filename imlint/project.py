@@ -42,7 +42,7 @@ from imlint.kinds import (
     SCRIPT_SCOPE,
     THREAD_REGION,
 )
-from imlint.lifetimes import Lifetimes, construction_only, fits
+from imlint.lifetimes import Lifetimes, construction_only
 from imlint.options import AnalysisOptions
 from imlint.source import quiet_parse
 from imlint.summary_flags import FlagFacts, falsy_defaults
@@ -1115,7 +1115,6 @@ class ProjectIndex(
         self._grouped: dict[int, dict[str, set[str]]] = {}
         self._private_refs: frozenset[str] | None = None
         self._templates: frozenset[str] | None = None
-        self._shapes: dict[int, dict[str, tuple[int, tuple[str, ...]]]] = {}  # accepts
         self._init_regions()
         self._init_dispatch()
         self._init_members()
@@ -1192,28 +1191,6 @@ class ProjectIndex(
         d = s.defs.get(target[1]) if s is not None else None
         plain = d is not None and not d.cls
         return (self.unresolved_plain if plain else self.unresolved_sites).get(name, [])
-
-    def accepts(self, target: Target, d: DefSummary, text: str) -> bool:
-        """Whether the calls by ``text`` in ``d`` may reach ``target`` by their
-        arguments (no more positional arguments than it takes, no keyword it lacks,
-        unless it takes ``*args`` or ``**kwargs``) and by what else ``d`` asks of the
-        receiver (``index_members.py``)."""
-        s = self.modules.get(target[0])
-        td = s.defs.get(target[1]) if s is not None else None
-        if td is None:
-            return False
-        shape = self.call_shape(d, text)
-        if shape is not None and not fits(td, shape):
-            return False
-        return self.receiver_fits(target, d, text)
-
-    def call_shape(self, d: DefSummary, text: str) -> tuple[int, tuple[str, ...]] | None:
-        """How the calls by ``text`` in ``d`` pass arguments (``DefSummary.shapes``):
-        (positional count, keywords), None when not recorded."""
-        shapes = self._shapes.get(id(d))
-        if shapes is None:
-            shapes = self._shapes[id(d)] = {call: (n, kws) for call, n, kws in d.shapes}
-        return shapes.get(text)
 
     def unresolved_count(self, qual: str) -> int:
         """How many calls the index cannot resolve are by the last name of ``qual``."""

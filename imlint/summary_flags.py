@@ -72,7 +72,15 @@ class FlagFacts:
         self.cond += 1
         test = getattr(node, "test", node)  # a ``BoolOp`` is its own condition
         self.tests.append(None if isinstance(node, ast.ExceptHandler) else test)
-        self.generic_visit(node)
+        if isinstance(node, ast.If):
+            self.visit(node.test)
+            for stmt in node.body:
+                self.visit(stmt)
+            self.tests[-1] = _negated(node.test)  # ``else:`` runs when the test failed
+            for stmt in node.orelse:
+                self.visit(stmt)
+        else:
+            self.generic_visit(node)
         self.tests.pop()
         self.cond -= 1
         if isinstance(node, ast.If) and node.body and isinstance(node.body[-1], _EXITS):
@@ -91,6 +99,7 @@ class FlagFacts:
         self.flags.append(flag)
         self._body(node, "body", node.body)
         self.flags.pop()
+        self.tests[-1] = _negated(node.test)
         self._body(node, "orelse", node.orelse)
         self.tests.pop()
         self.cond -= 1
@@ -166,6 +175,10 @@ class FlagFacts:
                 flags = scope.guards.get(ref, frozenset())
                 guard = flags if guard is None else guard & flags
         return sorted(guard or ())
+
+
+def _negated(test: ast.expr) -> ast.expr:
+    return ast.UnaryOp(op=ast.Not(), operand=test)
 
 
 def _mark(value: bool) -> str:

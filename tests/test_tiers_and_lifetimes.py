@@ -2577,23 +2577,23 @@ def test_set_up_follows_a_call_made_only_while_a_flag_is_on(tmp_path):
 
 
 def test_set_up_follows_a_function_whose_allocations_wait_on_a_flag(tmp_path):
-    """``if in_capture and self.meta is None: self.meta = torch.zeros(bs)``: the
+    """``if in_capture and bs not in self.meta: self.meta[bs] = torch.zeros(bs)``: the
     function runs on every step, but it allocates only while ``in_capture`` is on, so
     set-up follows it along the callers that turn the flag on. A tensor the function
-    only reads where it is made (``self.meta.copy_(torch.cumsum(...))``) does not count;
+    only reads where it is made (``self.meta[bs].copy_(torch.cumsum(...))``) does not count;
     one it keeps outside the flag does."""
     backend = """
         import torch
 
         class Backend:
             def __init__(self):
-                self.meta = None
+                self.meta = {}
 
             def init_meta(self, batch, in_capture):
-                if in_capture and self.meta is None:
-                    self.meta = torch.zeros(batch.bs)
+                if in_capture and batch.bs not in self.meta:
+                    self.meta[batch.bs] = torch.zeros(batch.bs)
                 OTHER
-                self.meta.copy_(torch.cumsum(batch.seq, 0))
+                self.meta[batch.bs].copy_(torch.cumsum(batch.seq, 0))
     """
     runner = """
         from pkg.backend import Backend

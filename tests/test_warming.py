@@ -169,3 +169,26 @@ def test_one_slot_filled_only_while_empty_is_warmed_through_any_calls(tmp_path):
     # Nothing at set-up reaches it: the first step makes it.
     lazy = one.replace("        self.backend.capture(batch)\n", "")
     assert _findings(tmp_path, {"pkg/a.py": lazy}) == [("a.py", 10, "IM001")]
+
+
+def test_slots_are_attributes_stored_only_while_empty():
+    def slots(body: str) -> list[str]:
+        code = "import torch\nclass C:\n    def f(self, n):\n" + textwrap.indent(
+            textwrap.dedent(body), "        "
+        )
+        return summarize("m.py", code, AnalysisOptions()).defs["C.f"].slots
+
+    assert slots("if self.x is None:\n    self.x = torch.zeros(n)") == ["x"]
+    assert slots("if not hasattr(self, 'x'):\n    self.x = torch.zeros(n)") == ["x"]
+    assert slots("if getattr(self, 'x', None) is None:\n    self.x = torch.zeros(n)") == ["x"]
+    assert slots("if n > 0 and self.x is None:\n    self.x = torch.zeros(n)") == ["x"]
+    assert slots("if self.x is not None:\n    return self.x\nself.x = torch.zeros(n)") == ["x"]
+    assert slots("if self.x:\n    return self.x\nself.x = torch.zeros(n)") == ["x"]
+    # Grown, replaced, or filled under a test of something else: not one slot.
+    assert slots("if self.x is None or self.x.numel() < n:\n    self.x = torch.zeros(n)") == []
+    assert slots("self.x = torch.zeros(n)") == []
+    assert slots("if n > 4:\n    self.x = torch.zeros(n)") == []
+    assert slots("if self.x is not None:\n    self.x = torch.zeros(n)") == []
+    # Stored another way as well: refilled.
+    both = "if self.x is None:\n    self.x = torch.zeros(n)\nelse:\n    self.x = None"
+    assert slots(both) == []
