@@ -74,11 +74,9 @@ class FlagFacts:
         self.tests.append(None if isinstance(node, ast.ExceptHandler) else test)
         if isinstance(node, ast.If):
             self.visit(node.test)
-            for stmt in node.body:
-                self.visit(stmt)
+            self._body(node, "body", node.body)
             self.tests[-1] = _negated(node.test)  # ``else:`` runs when the test failed
-            for stmt in node.orelse:
-                self.visit(stmt)
+            self._body(node, "orelse", node.orelse)
         else:
             self.generic_visit(node)
         self.tests.pop()

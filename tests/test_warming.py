@@ -192,3 +192,23 @@ def test_slots_are_attributes_stored_only_while_empty():
     # Stored another way as well: refilled.
     both = "if self.x is None:\n    self.x = torch.zeros(n)\nelse:\n    self.x = None"
     assert slots(both) == []
+
+
+def test_an_if_s_branches_are_blocks_of_their_own_for_what_reaches_a_write():
+    # The walk enters each branch of an ``if`` as a block (as for every other body):
+    # after the ``if``, a write sees what either branch bound, not only the last.
+    code = textwrap.dedent(
+        """
+        import torch
+
+        def f(n, x):
+            if n > 4:
+                buf = first(n)
+            else:
+                buf = second(n)
+            buf.copy_(x)
+        """
+    )
+    rwrites = summarize("m.py", code, AnalysisOptions()).defs["f"].rwrites
+    written = {made for made, kind, _key in rwrites if kind == "torch"}
+    assert written == {"first", "second"}
