@@ -113,6 +113,8 @@ class MemberFinder:
         """Of calls by one name the index cannot resolve, those ``receiver_fits`` may
         rule out: on a receiver made outside the project, or asked for other methods
         too (the lists are the index's own, shared by every function of the name)."""
+        if not named:
+            return []  # ``unresolved_callers``' default: a new list, no id to key on
         found = self._judged_lists.get(id(named))
         if found is None:
             found = self._judged_lists[id(named)] = []
