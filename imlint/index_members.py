@@ -57,7 +57,9 @@ class MemberFinder:
         self._down: dict[Target, frozenset[str] | None] = {}
         self._asked: dict[tuple[int, str], frozenset[str]] = {}
         self._method_names: frozenset[str] | None = None
-        self._named_kept: dict[Target, list[tuple[Target, str]]] = {}
+        self._named_kept: dict[
+            tuple[int, frozenset[tuple[Target, str]]], list[tuple[Target, str]]
+        ] = {}
         self._ruled_out: dict[Target, frozenset[tuple[Target, str]]] = {}
         self._judged_lists: dict[int, list[tuple[Target, str, DefSummary, bool]]] = {}
 
@@ -91,9 +93,13 @@ class MemberFinder:
         out = self.ruled_out(target)
         if not out:
             return named
-        kept = self._named_kept.get(target)  # kept: callers share splits by its id
+        # One list per name and ruled-out set, shared by every method it fits (a
+        # list per method grows as names x methods: 11 M entries on sglang); callers
+        # key their splits by the list's id.
+        key = (id(named), out)
+        kept = self._named_kept.get(key)
         if kept is None:
-            kept = self._named_kept[target] = [k for k in named if k not in out]
+            kept = self._named_kept[key] = [k for k in named if k not in out]
         return kept
 
     def ruled_out(self, target: Target) -> frozenset[tuple[Target, str]]:
