@@ -1117,7 +1117,8 @@ def main() -> int:
         return sample_mode(args, parse_trees(args.trees, SAMPLED))
 
     trees = parse_trees(args.trees, TREES)
-    scored = [t for t in trees if t != SEED_TREE]
+    # the seed tree is scored too: fresh23 labels its findings on code 0.5.23 changed
+    scored = list(trees)
     known = load_known(scored)
     runs = {tree: saved_run(tree, args) for tree in trees}
     checks = seed_checks(runs[SEED_TREE].findings) if SEED_TREE in runs else []
