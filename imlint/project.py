@@ -53,7 +53,7 @@ from imlint.summary_stores import StoreFacts
 from imlint.summary_types import TypeFacts
 from imlint.summary_values import ValueOrigins, fixed_calls
 from imlint.summary_writes import BUILTINS as _BUILTINS
-from imlint.summary_writes import WriteFacts
+from imlint.summary_writes import WriteFacts, declared_mutations
 from imlint.summary_writes import dotted as _dotted
 from imlint.vocabulary import (
     CACHE_DECORATORS,
@@ -70,7 +70,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 58
+SUMMARY_VERSION = 59
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -179,6 +179,9 @@ class DefSummary:
     alloc_flags: list[str] = field(default_factory=list)
     #: classes: the names its instances answer to (``summary_members.py``)
     members: tuple[str, ...] = ()
+    #: the parameters a custom-op registration declares the function mutates
+    #: (``@custom_op(..., mutates_args=["out"])``); None when it declares nothing
+    mutates: tuple[str, ...] | None = None
 
     def to_data(self) -> tuple[object, ...]:
         return (
@@ -188,7 +191,7 @@ class DefSummary:
             self.hands, self.sets, self.once, self.keywords, self.fixed, self.fresh,
             self.pitems, self.drops, self.star, self.setup, self.shapes, self.pattrs,
             self.flagged, self.flag_args, self.falsy, self.enters, self.callables,
-            self.annots, self.slots, self.alloc_flags, self.members,
+            self.annots, self.slots, self.alloc_flags, self.members, self.mutates,
         )  # fmt: skip
 
     @classmethod
@@ -530,6 +533,7 @@ class _Summarizer(
         summary.keywords = tuple(keywords)
         summary.star = (args.vararg is not None) + 2 * (args.kwarg is not None)
         summary.falsy = falsy_defaults(args)
+        summary.mutates = declared_mutations(node)
         setup = self.options.setup_functions
         summary.setup = bool(setup) and name_matches(f"{self.module}.{qual}", setup)
         all_params = set(positional) | set(keywords)

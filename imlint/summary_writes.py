@@ -21,6 +21,26 @@ BUILTINS = frozenset(dir(builtins))
 _POINTER_CARRIERS = frozenset({"make_block_ptr", "advance", "make_tensor_descriptor"})
 
 
+def declared_mutations(node: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[str, ...] | None:
+    """The parameters a decorator that registers the function as a custom op declares
+    it mutates (``@torch.library.custom_op("ns::op", mutates_args=("out",))``, or a
+    project's wrapper taking the same argument): PyTorch requires the list to be exact,
+    so the others are only read, whatever the body hands them to. None when no
+    decorator declares a literal list (``mutates_args="unknown"``: any may be)."""
+    for dec in node.decorator_list:
+        if not isinstance(dec, ast.Call):
+            continue
+        for kw in dec.keywords:
+            value = kw.value
+            if kw.arg != "mutates_args" or not isinstance(value, (ast.List, ast.Tuple)):
+                continue
+            names = [e.value for e in value.elts if isinstance(e, ast.Constant)]
+            texts = [n for n in names if isinstance(n, str)]
+            if len(texts) == len(value.elts):
+                return tuple(texts)
+    return None
+
+
 class WriteFacts:
     """A mixin of the project summarizer (``imlint.project._Summarizer``)."""
 

@@ -334,9 +334,13 @@ def param_writes(index: ProjectIndex) -> dict[Target, dict[str, str]]:
     for s in index.summaries:
         for d in s.defs.values():
             me = (s.module, d.qual)
+            declared = d.mutates  # a custom op writes only what it declares it mutates
             for param, kind in d.pwrites:
-                _join(out.setdefault(me, {}), param, confine(index, me, kind))
+                if declared is None or param in declared:
+                    _join(out.setdefault(me, {}), param, confine(index, me, kind))
             for text, key, param in d.passes:
+                if declared is not None and param not in declared:
+                    continue
                 target, outside = _callee(index, s, d, text)
                 if target is None and not outside:
                     continue  # project code the index cannot see into: taken to read

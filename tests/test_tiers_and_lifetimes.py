@@ -2983,3 +2983,44 @@ def test_a_local_redefined_from_itself_keeps_what_it_held():
         return s
     """
     assert codes(code) == [(10, "IM001"), (19, "IM005"), (25, "IM005")]
+
+
+def test_a_custom_op_writes_only_the_arguments_it_declares_it_mutates(tmp_path):
+    """``@torch.library.custom_op(..., mutates_args=[])``: PyTorch requires the list to
+    be exact, so a tensor handed to the op is only read, even though its body hands it
+    to a JIT module outside the project."""
+    op = """
+        import torch
+        import somejit
+
+        @torch.library.custom_op("pkg::modulate", mutates_args=MUTATES)
+        def _modulate_op(x: torch.Tensor, shift: torch.Tensor) -> torch.Tensor:
+            out = torch.empty_like(x)
+            somejit.load("modulate").run(out, x, shift)
+            return out
+
+        def modulate(x, shift):
+            return _modulate_op(x, shift)
+        """
+    model = """
+        import torch
+        from pkg.op import modulate
+
+        _SHIFTS = {}
+
+        def norm_scale(x):
+            shift = _SHIFTS.get(x.shape[-1])
+            if shift is None:
+                shift = torch.zeros(1, x.shape[-1])
+                _SHIFTS[x.shape[-1]] = shift
+            return modulate(x, shift)
+        """
+    found = {}
+    for mutates in ("[]", '["shift"]', '"unknown"', "MUTATING"):
+        files = {"pkg/__init__.py": "", "pkg/op.py": op.replace("MUTATES", mutates)}
+        _tree(tmp_path, {**files, "pkg/model.py": model})
+        found[mutates] = [code for _name, _line, code, _sev in _check(tmp_path)]
+    assert found["[]"] == ["IM005"]  # read-only: the op mutates nothing
+    assert found['["shift"]'] == ["IM002"]  # declared mutated: the JIT module writes it
+    assert found['"unknown"'] == ["IM002"]  # not a literal list: any argument may be
+    assert found["MUTATING"] == ["IM002"]
