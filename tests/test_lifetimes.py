@@ -1389,3 +1389,54 @@ def test_a_method_only_its_own_methods_call_first_is_not_built_by_them(tmp_path)
     """
     files = {"pkg/m.py": code, "pkg/user.py": user}
     assert _findings(tmp_path, files) == [("m.py", 12, "IM001")]
+
+
+def test_a_class_handed_on_as_a_value_may_be_made_where_the_index_does_not_see(tmp_path):
+    executor = """
+    import torch
+
+
+    class Executor:
+        def __init__(self):
+            self.scratch = None
+
+        def run(self, n):
+            if self.scratch is None:
+                self.scratch = torch.empty(n)
+            self.scratch.zero_()
+
+
+    class UniExecutor(Executor):
+        pass
+
+
+    def run_headless(n):
+        executor = UniExecutor()
+        executor.run(n)
+    """
+    # The only instance the index sees is made and used by one call.
+    assert _findings(tmp_path, {"pkg/executor.py": executor}) == []
+    engine = """
+    from pkg.executor import UniExecutor
+
+
+    def executor_class():
+        return UniExecutor
+
+
+    class Engine:
+        def __init__(self, executor_class):
+            self.executor = executor_class()
+    """
+    # Handed on as a value, the class may be made anywhere (``executor_class()`` on an
+    # engine that lives for the process): its instances are not judged per call.
+    found = _findings(tmp_path, {"pkg/executor.py": executor, "pkg/engine.py": engine})
+    assert found == [("executor.py", 11, "IM001")]
+    for kept in ("ENGINE = Engine(UniExecutor)", "PICKED = {'uni': UniExecutor}"):
+        plain = engine.replace("        return UniExecutor", "        return None")
+        files = {"pkg/executor.py": executor, "pkg/engine.py": plain + kept + "\n"}
+        assert _findings(tmp_path, files) == [("executor.py", 11, "IM001")], kept
+    # Checked by isinstance, the class is only inspected.
+    inspected = engine.replace("return UniExecutor", "return isinstance(3, UniExecutor)")
+    files = {"pkg/executor.py": executor, "pkg/engine.py": inspected}
+    assert _findings(tmp_path, files) == []
