@@ -291,8 +291,6 @@ class _Scope:
     #: (``WriteFacts._local_values``)
     assigned_in: dict[int, tuple[tuple[int, str], ...]] = field(default_factory=dict)
     returns: list[tuple[ast.expr, str, int]] = field(default_factory=list)
-    #: local name -> the class values it was bound to (``summary_classrefs``)
-    class_aliases: dict[str, list[str]] = field(default_factory=dict)
     keeps: list[tuple[str, ast.expr, str, int]] = field(default_factory=list)
     #: (store text, value, region) of stores into storage that outlives the call
     stores: list[tuple[str, ast.expr, str]] = field(default_factory=list)

@@ -65,31 +65,18 @@ class ClassRefFacts:
 
     scopes: list[_Scope]
 
-    def note_class_values(self, node: ast.expr, targets: list[ast.expr] | None = None) -> None:
+    def note_class_values(self, node: ast.expr) -> None:
         """Record the names ``node`` hands on as values that may be classes: a call's
-        arguments, or a returned value or one assigned to anything but a local
-        (``targets``). A local bound to one (``cls = Fast if fast else Slow``) hands it
-        on only where the local itself is handed on (``return cls``); called there
-        (``cls()``), it makes an instance the index sees. Other locals of the function
-        (its parameters, ``self``) are left out."""
+        arguments, or an assigned or returned value. Locals of the function (its
+        parameters, what it has assigned so far, ``self``) are left out."""
         scope = self.scopes[-1]
-        local = scope.summary.kind != "module"
 
         def outer(head: str) -> bool:
             if head in BUILTINS or head == scope.self_name:
                 return False
-            return not local or (head not in scope.params and head not in scope.assigned)
+            return scope.summary.kind == "module" or (
+                head not in scope.params and head not in scope.assigned
+            )
 
         found = call_refs(node, outer) if isinstance(node, ast.Call) else value_refs(node, outer)
-        aliased = (
-            call_refs(node, scope.class_aliases.__contains__)
-            if isinstance(node, ast.Call)
-            else value_refs(node, scope.class_aliases.__contains__)
-        )
-        for name in aliased:
-            found += scope.class_aliases.get(name, [])  # ``cls``, not ``cls.attr``
-        if local and targets and all(isinstance(t, ast.Name) for t in targets):
-            for t in targets:
-                scope.class_aliases[t.id] = found  # type: ignore[attr-defined]
-            return
         scope.summary.class_refs += found

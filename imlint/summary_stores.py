@@ -74,9 +74,7 @@ class StoreFacts:
 
         def visit(self, node: ast.AST) -> None: ...
 
-        def note_class_values(
-            self, node: ast.expr, targets: list[ast.expr] | None = None
-        ) -> None: ...
+        def note_class_values(self, node: ast.expr) -> None: ...
 
         def generic_visit(self, node: ast.AST) -> None: ...
 
@@ -257,7 +255,7 @@ class StoreFacts:
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.visit(node.value)
-        self.note_class_values(node.value, node.targets)
+        self.note_class_values(node.value)
         for t in node.targets:
             self._assign(t, node.value, node.lineno)
             self.visit(t)

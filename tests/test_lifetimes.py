@@ -1432,12 +1432,6 @@ def test_a_class_handed_on_as_a_value_may_be_made_where_the_index_does_not_see(t
     # engine that lives for the process): its instances are not judged per call.
     found = _findings(tmp_path, {"pkg/executor.py": executor, "pkg/engine.py": engine})
     assert found == [("executor.py", 11, "IM001")]
-    # Through a local that is handed on, as well.
-    alias = engine.replace(
-        "        return UniExecutor", "        picked = UniExecutor\n        return picked"
-    )
-    files = {"pkg/executor.py": executor, "pkg/engine.py": alias}
-    assert _findings(tmp_path, files) == [("executor.py", 11, "IM001")]
     for kept in ("ENGINE = Engine(UniExecutor)", "PICKED = {'uni': UniExecutor}"):
         plain = engine.replace("        return UniExecutor", "        return None")
         files = {"pkg/executor.py": executor, "pkg/engine.py": plain + kept + "\n"}
