@@ -396,23 +396,6 @@ Origins: TypeAlias = """tuple[
 ]"""
 
 
-def classes_handed_on(index: ProjectIndex) -> set[Target]:
-    """Classes production code hands on as values (``DefSummary.class_refs``: ``return
-    UniExecutor``): who receives one may make instances the index does not see
-    (``executor_class(config)``), so the constructor calls it sees do not show every
-    instance."""
-    found: set[Target] = set()
-    for s in index.summaries:
-        if is_test_module(s.module):
-            continue
-        for d in s.defs.values():
-            for text in d.class_refs:
-                target = index.resolve(s, d, text)
-                if target is not None and index.kind_of(target) == "class":
-                    found.add(target)
-    return found
-
-
 def _hands_by_text(d: DefSummary) -> list[tuple[str, tuple[str, str | None, str]]]:
     """(call text, (parameter key, the caller's parameter handed, or None and the call
     whose result is handed)) for what ``d`` hands the functions it calls."""
@@ -452,7 +435,6 @@ class Lifetimes:
         self.queues = Queues(index)
         self._announced = self.queues.self_queuing()
         made = self._instantiations()
-        self._handed_classes = classes_handed_on(index)
         self.per_call: set[Target] = set(made)
         self.params: set[tuple[Target, str]] = self.per_call_params()
         for _ in range(_ROUNDS):
@@ -804,7 +786,7 @@ class Lifetimes:
             family = index.subclasses(cls) | {cls}
             if family <= self._announced:
                 per_call.add(cls)  # each instance hands itself to a queue
-            elif family & made.keys() and not family & (long_classes | self._handed_classes):
+            elif family & made.keys() and not family & long_classes:
                 per_call.add(cls)
         return per_call
 

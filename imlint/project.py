@@ -45,7 +45,6 @@ from imlint.kinds import (
 from imlint.lifetimes import Lifetimes, construction_only
 from imlint.options import AnalysisOptions
 from imlint.source import quiet_parse
-from imlint.summary_classrefs import ClassRefFacts
 from imlint.summary_flags import FlagFacts, falsy_defaults
 from imlint.summary_members import class_members
 from imlint.summary_names import NameFacts, is_main_guard
@@ -71,7 +70,7 @@ from imlint.warming import warmed_by_construction
 from imlint.writes import param_writes, result_writes
 
 #: Bump when the summary layout or what it records changes (part of the cache key).
-SUMMARY_VERSION = 60
+SUMMARY_VERSION = 59
 
 _CONSTRUCTORS = ("__init__", "__post_init__", "__new__")
 
@@ -183,9 +182,6 @@ class DefSummary:
     #: the parameters a custom-op registration declares the function mutates
     #: (``@custom_op(..., mutates_args=["out"])``); None when it declares nothing
     mutates: tuple[str, ...] | None = None
-    #: names the body hands on as values that may be classes (``return UniExecutor``,
-    #: ``Engine(executor_class=RayExecutor)``): see ``summary_classrefs.py``
-    class_refs: list[str] = field(default_factory=list)
 
     def to_data(self) -> tuple[object, ...]:
         return (
@@ -196,7 +192,6 @@ class DefSummary:
             self.pitems, self.drops, self.star, self.setup, self.shapes, self.pattrs,
             self.flagged, self.flag_args, self.falsy, self.enters, self.callables,
             self.annots, self.slots, self.alloc_flags, self.members, self.mutates,
-            self.class_refs,
         )  # fmt: skip
 
     @classmethod
@@ -386,7 +381,6 @@ class _FastVisitor:
 
 class _Summarizer(
     StoreFacts,
-    ClassRefFacts,
     WriteFacts,
     ValueOrigins,
     FlagFacts,
@@ -588,10 +582,12 @@ class _Summarizer(
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         parent = self.scopes[-1]
+        outer = self.classes[-1]
         parent_qual = parent.summary.qual if parent.summary.kind == "function" else ""
         # Named as the LibCST model names a method's class: the enclosing function, if
         # any, and the class's own name (a class nested in a class drops the outer one).
         qual = f"{parent_qual}.{node.name}" if parent_qual else node.name
+        del outer
         bases = tuple(t for t in (_dotted(b) for b in node.bases) if t)
         self.defs[qual] = DefSummary(
             qual, "class", bases=bases, params=_fields(node), members=class_members(node)
@@ -655,7 +651,6 @@ class _Summarizer(
                 self._flag_call(node, callee, scope)
         self.entered_by_hand(node, scope)
         self._temporaries(node, text)
-        self.note_class_values(node)
         if self.qualify(text) == "threading.Thread":
             # ``Thread(target=self._run)``: the target runs in a new thread, where
             # inference mode is off (it is per thread), whatever mode starts it.

@@ -74,8 +74,6 @@ class StoreFacts:
 
         def visit(self, node: ast.AST) -> None: ...
 
-        def note_class_values(self, node: ast.expr) -> None: ...
-
         def generic_visit(self, node: ast.AST) -> None: ...
 
         def qualify(self, text: str) -> str: ...
@@ -255,7 +253,6 @@ class StoreFacts:
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.visit(node.value)
-        self.note_class_values(node.value)
         for t in node.targets:
             self._assign(t, node.value, node.lineno)
             self.visit(t)
@@ -307,7 +304,6 @@ class StoreFacts:
     def visit_Return(self, node: ast.Return) -> None:
         if node.value is not None:
             self.visit(node.value)
-            self.note_class_values(node.value)
             self.scopes[-1].returns.append((node.value, self.region, node.lineno))
 
 
