@@ -24,7 +24,9 @@ the labels in benchmarks/accuracy/ (see LABELLING.md):
 Regressions (exit 1 unless --no-fail): a labelled TP no longer reported, a labelled FP
 reported, a failed seed check. The seed check runs on sglang 0.5.18: the page-split
 buffer in `_split_kv_pages_to_64` (flash_mla_sm120.py) must be an IM002 at line 403 and
-the int8 mask allocated there under `inference_mode(False)` must not be reported.
+the int8 mask allocated there under `inference_mode(False)` must not be reported. The
+seed tree is scored like the others too (labels match across releases, so most of its
+findings carry 0.5.23's labels; fresh23 labels the code 0.5.23 changed).
 
 `--sample N` draws a seeded random sample of N findings per tree (default sglang and
 vllm; `--exclude-labelled` leaves out findings that have a label in any folder) as JSON
@@ -1117,8 +1119,7 @@ def main() -> int:
         return sample_mode(args, parse_trees(args.trees, SAMPLED))
 
     trees = parse_trees(args.trees, TREES)
-    # the seed tree is scored too: fresh23 labels its findings on code 0.5.23 changed
-    scored = list(trees)
+    scored = list(trees)  # the seed tree too (see the module doc)
     known = load_known(scored)
     runs = {tree: saved_run(tree, args) for tree in trees}
     checks = seed_checks(runs[SEED_TREE].findings) if SEED_TREE in runs else []
