@@ -6,6 +6,7 @@ import ast
 import dataclasses
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -187,14 +188,27 @@ class Linter:
             _, model, facts = self.model(path, text, facts, vetted)
         return split_guarded(self.findings(path, text, model), facts)
 
-    def fix_text(self, path: str, text: str, facts: FileFacts | None = None) -> FixReport:
-        """Fix every fixable finding; the result is verified to parse and re-checked.
+    def fix_text(
+        self,
+        path: str,
+        text: str,
+        facts: FileFacts | None = None,
+        only: Callable[[Finding], bool] | None = None,
+    ) -> FixReport:
+        """Fix every fixable finding (or those ``only`` picks among the findings that
+        have a fix, unsafe ones included: an editor's quick fix for one finding); the
+        result is verified to parse and re-checked.
 
         Raises ``libcst.ParserSyntaxError`` when the input does not parse.
         """
         module, model, facts = self.model(path, text, facts)
         before, _ = split_guarded(self.findings(path, text, model), facts)
-        sites = [f.site for f in before if f.fixable and f.site is not None]
+        chosen = (
+            [f for f in before if f.fixable]
+            if only is None
+            else [f for f in before if f.applicability is not None and only(f)]
+        )
+        sites = [f.site for f in chosen if f.site is not None]
         if sites and module.code != text:
             # Positions come from LibCST's code generation; where it does not reproduce
             # the file exactly (a backslash continuation before a statement, say), an

@@ -17,12 +17,14 @@ import functools
 import gc
 import hashlib
 import itertools
+import multiprocessing
 import os
 import pickle
 import re
 import shutil
 import signal
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -143,8 +145,14 @@ def _alarm(signum: int, frame: object) -> None:
 
 @contextlib.contextmanager
 def _time_limit(seconds: float) -> Iterator[None]:
-    """Interrupt the work on one file after ``seconds`` (where SIGALRM exists)."""
-    if seconds <= 0 or not hasattr(signal, "setitimer"):
+    """Interrupt the work on one file after ``seconds`` (where SIGALRM exists, in the
+    main thread only: the language server builds its index in another thread, and a
+    worker process keeps the C-level watchdog)."""
+    if (
+        seconds <= 0
+        or not hasattr(signal, "setitimer")
+        or threading.current_thread() is not threading.main_thread()
+    ):
         yield
         return
     previous = signal.signal(signal.SIGALRM, _alarm)
@@ -322,9 +330,14 @@ class Workers:
     each would count the index in its own size).
     """
 
-    def __init__(self, settings: Settings, mode: str, jobs: int, fast: bool, debug: bool) -> None:
+    def __init__(
+        self, settings: Settings, mode: str, jobs: int, fast: bool, debug: bool, spawn: bool = False
+    ) -> None:
         self.args = (settings, mode, fast, debug)
         self.jobs = jobs
+        #: start workers fresh rather than forked: a process with threads (the language
+        #: server) may be forked while another thread holds a lock the child then waits on
+        self.spawn = spawn
         self.pool: cf.ProcessPoolExecutor | None = None
         self._journal: Journal | None = None
 
@@ -340,8 +353,9 @@ class Workers:
         return self.pool
 
     def start(self, size: int) -> cf.ProcessPoolExecutor:
+        context = multiprocessing.get_context("spawn") if self.spawn else None
         return cf.ProcessPoolExecutor(
-            max_workers=size, initializer=_init_pool_worker, initargs=self.args
+            max_workers=size, mp_context=context, initializer=_init_pool_worker, initargs=self.args
         )
 
     def discard(self) -> None:

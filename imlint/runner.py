@@ -303,7 +303,7 @@ def run_files(
         workers.close()
 
 
-class _Summaries:
+class ProjectSummaries:
     """Phase one, for every indexed file: its project summary (Python's parser), from
     the project cache, the summary cache or a worker; and the index built from them
     when some file's facts are not in the project cache."""
@@ -381,6 +381,31 @@ class _Summaries:
             self.digests[path] = digest
             if self.cache is not None:
                 self.cache.put(path, digest, summary)
+
+    def replace(self, path: str, summary: Any) -> bool:
+        """Another summary for ``path`` (an editor's unsaved buffer, or the file as it is
+        now on disk): whether it differs from the one the index was built with. A
+        different one takes effect at the next ``rebuild``."""
+        from imlint.project import summary_digest
+
+        changed = self.known.get(path) != summary_digest(summary)
+        if changed:
+            self.fresh[path] = summary
+            self.known[path] = summary_digest(summary)
+            self.errors.pop(path, None)
+        return changed
+
+    def forget(self, path: str) -> bool:
+        """``path`` is gone from the project (deleted): whether it was indexed."""
+        known = self.known.pop(path, None) is not None
+        self.fresh.pop(path, None)
+        self.errors.pop(path, None)
+        return known
+
+    def rebuild(self, stats: RunStats) -> Any:
+        """A new index from the summaries as they are now (``replace``, ``forget``)."""
+        self._index = None
+        return self.index(stats)
 
     def state(self) -> str:
         """What the facts depend on: every file's summary and the configuration."""
@@ -537,7 +562,7 @@ def _run_files(
     """The pipeline: summarise (the checked files and their project) -> index (facts
     per file) -> check -> reach."""
     clock = time.perf_counter()
-    summaries = _Summaries(settings, workers, use_cache, stats.progress)
+    summaries = ProjectSummaries(settings, workers, use_cache, stats.progress)
     summaries.summarise(files + context)
     stats.timings["summaries"] = time.perf_counter() - clock
 
@@ -573,7 +598,7 @@ def _run_files(
 def _check(
     files: list[str],
     facts: dict[str, FileFacts],
-    summaries: _Summaries,
+    summaries: ProjectSummaries,
     settings: Settings,
     mode: str,
     workers: Workers,
@@ -649,7 +674,7 @@ def facts_of_text(
 
     workers = Workers(settings, "check", jobs, True, False)
     try:
-        summaries = _Summaries(settings, workers, use_cache)
+        summaries = ProjectSummaries(settings, workers, use_cache)
         summaries.summarise([p for p in context if os.path.abspath(p) != os.path.abspath(name)])
         summary = summarize(name, text, settings.options, python_parse(text))
         summaries.add(name, "", summary.to_data())
