@@ -253,6 +253,22 @@ def rules_command() -> None:
     click.echo(rules_table(ALL_RULES), nl=False)
 
 
+@cli.command("server")
+def server_command() -> None:
+    """Run the language server (LSP over stdin and stdout) for editors. Needs the
+    ``lsp`` extra: pip install 'imlint[lsp]'."""
+    try:
+        from imlint.server import serve
+    except ImportError as exc:
+        click.echo(
+            f"error: `imlint server` needs pygls ({exc}); install it with: "
+            "pip install 'imlint[lsp]'",
+            err=True,
+        )
+        sys.exit(2)
+    serve()
+
+
 @cli.command("rule")
 @click.argument("code")
 def rule_command(code: str) -> None:
