@@ -37,12 +37,25 @@ from imlint.rules import RULES_BY_CODE
 from imlint.workspace import Checked, Project, Workspace, noqa_line
 
 #: seconds after the last keystroke before a buffer is checked
-CHECK_DELAY = 0.1
+CHECK_DELAY = 0.05
 #: seconds after the last edit that changed a summary before the index is rebuilt
 REBUILD_DELAY = 0.5
 #: configuration files: a change reloads the settings of every project
 CONFIG_FILES = ("pyproject.toml", "imlint.toml", ".imlint.toml")
 FIX_ALL = "source.fixAll.imlint"
+
+
+#: the URI the editor named each path by (a path it cannot name stays its URI)
+_URIS: dict[str, str] = {}
+
+
+def ls_path(uri: str) -> str:
+    """The file a document URI names (``file:`` URIs); other documents (an unsaved
+    ``untitled:`` buffer) keep their URI as their name: they belong to no project."""
+    path = to_fs_path(uri) if uri.startswith("file:") else None
+    name = path or uri
+    _URIS[name] = uri
+    return name
 
 
 def utf16_column(line: str, column: int) -> int:
@@ -159,7 +172,7 @@ class ImlintServer(LanguageServer):
         lines = checked.text.splitlines()
         self.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(
-                uri=from_fs_path(path) or path,
+                uri=_URIS.get(path) or from_fs_path(path) or path,
                 version=checked.version,
                 diagnostics=[diagnostic(f, lines) for f in checked.findings],
             )
@@ -174,8 +187,15 @@ class ImlintServer(LanguageServer):
         self._checks[path] = loop.call_later(delay, self._check_now, path)
 
     def _check_now(self, path: str) -> None:
+        """The debounced check: the buffer is summarised again (its project rebuilt when
+        the summary changed) and its diagnostics sent."""
         self._checks.pop(path, None)
+        if path not in self.ws.buffers:
+            return
+        project = self.ws.set_text(path, *self.ws.buffers[path])
         self.publish(path)
+        if project is not None:
+            self.rebuild_soon(project)
 
     # ---- the index
 
@@ -201,6 +221,7 @@ class ImlintServer(LanguageServer):
                 if first:
                     self.log(f"indexing {project.root}")
                 loop = asyncio.get_running_loop()
+                started = loop.time()
                 try:
                     changed = await loop.run_in_executor(
                         self._builds, project.rebuild, self.ws.open_paths(project)
@@ -208,8 +229,16 @@ class ImlintServer(LanguageServer):
                 except Exception as exc:  # a bug: say so, keep serving one-file checks
                     self.log(f"indexing {project.root} failed: {exc}", lsp.MessageType.Error)
                     return
-                if first:
-                    self.log(f"indexed {project.root}")
+                took = loop.time() - started
+                if changed is None:
+                    changed = []
+                elif first:
+                    self.log(f"indexed {project.root} in {took:.1f} s")
+                else:
+                    self.log(
+                        f"index rebuilt in {took:.1f} s: {len(changed)} open files' facts changed",
+                        lsp.MessageType.Log,
+                    )
                 # and the buffers checked before the index was there
                 unindexed = [
                     p
@@ -235,7 +264,7 @@ class ImlintServer(LanguageServer):
         return last
 
     def code_actions(self, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
-        path = to_fs_path(params.text_document.uri) or params.text_document.uri
+        path = ls_path(params.text_document.uri)
         checked = self.current(path)
         if checked is None:
             return []
@@ -262,7 +291,7 @@ class ImlintServer(LanguageServer):
     def _finding_actions(
         self, path: str, checked: Checked, f: Finding, lines: list[str]
     ) -> list[lsp.CodeAction]:
-        uri = from_fs_path(path) or path
+        uri = _URIS.get(path) or from_fs_path(path) or path
         diag = [diagnostic(f, lines)]
         out: list[lsp.CodeAction] = []
         if f.applicability is not None:
@@ -313,7 +342,7 @@ class ImlintServer(LanguageServer):
         )
 
     def hover(self, params: lsp.HoverParams) -> lsp.Hover | None:
-        path = to_fs_path(params.text_document.uri) or params.text_document.uri
+        path = ls_path(params.text_document.uri)
         checked = self.current(path)
         if checked is None:
             return None
@@ -366,16 +395,25 @@ def build_server() -> ImlintServer:
 
     @server.feature(lsp.INITIALIZED)
     def initialized(ls: ImlintServer, params: lsp.InitializedParams) -> None:
+        _watch_files(ls)
         for folder in ls.workspace.folders.values():
             path = to_fs_path(folder.uri)
             project = ls.ws.project_of(path) if path else None
             if project is not None:
                 ls.rebuild_soon(project, 0)
 
+    _documents(server)
+    _workspace(server)
+    return server
+
+
+def _documents(server: ImlintServer) -> None:
+    """What the editor says of its buffers, and what it asks of them."""
+
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: ImlintServer, params: lsp.DidOpenTextDocumentParams) -> None:
         doc = params.text_document
-        path = to_fs_path(doc.uri) or doc.uri
+        path = ls_path(doc.uri)
         project = ls.ws.set_text(path, doc.text, doc.version)
         ls.publish(path)
         project = project or ls.ws.project_of(path)
@@ -385,36 +423,9 @@ def build_server() -> ImlintServer:
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: ImlintServer, params: lsp.DidChangeTextDocumentParams) -> None:
         doc = ls.workspace.get_text_document(params.text_document.uri)
-        path = to_fs_path(doc.uri) or doc.uri
-        project = ls.ws.set_text(path, doc.source, params.text_document.version)
+        path = ls_path(doc.uri)
+        ls.ws.store(path, doc.source, params.text_document.version)
         ls.check_soon(path)
-        if project is not None:
-            ls.rebuild_soon(project)
-
-    @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(ls: ImlintServer, params: lsp.DidSaveTextDocumentParams) -> None:
-        path = to_fs_path(params.text_document.uri) or params.text_document.uri
-        if os.path.basename(path) in CONFIG_FILES:
-            reload(ls)
-        else:
-            ls.check_soon(path, 0)
-
-    @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
-    def did_close(ls: ImlintServer, params: lsp.DidCloseTextDocumentParams) -> None:
-        uri = params.text_document.uri
-        project = ls.ws.close(to_fs_path(uri) or uri)
-        ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
-        if project is not None:
-            ls.rebuild_soon(project)
-
-    @server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
-    def watched(ls: ImlintServer, params: lsp.DidChangeWatchedFilesParams) -> None:
-        paths = [to_fs_path(c.uri) or c.uri for c in params.changes]
-        if any(os.path.basename(p) in CONFIG_FILES for p in paths):
-            reload(ls)
-            return
-        for project in {id(p): p for p in map(ls.ws.disk_changed, paths) if p}.values():
-            ls.rebuild_soon(project)
 
     @server.feature(
         lsp.TEXT_DOCUMENT_CODE_ACTION,
@@ -427,7 +438,61 @@ def build_server() -> ImlintServer:
     def hover(ls: ImlintServer, params: lsp.HoverParams) -> lsp.Hover | None:
         return ls.hover(params)
 
-    return server
+
+def _workspace(server: ImlintServer) -> None:
+    """Folders, files changed on disk, configuration."""
+
+    @server.feature(lsp.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def folders(ls: ImlintServer, params: lsp.DidChangeWorkspaceFoldersParams) -> None:
+        for folder in params.event.added:
+            path = to_fs_path(folder.uri)
+            project = ls.ws.project_of(path) if path else None
+            if project is not None and not project.ready:
+                ls.rebuild_soon(project, 0)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
+    def did_save(ls: ImlintServer, params: lsp.DidSaveTextDocumentParams) -> None:
+        path = ls_path(params.text_document.uri)
+        if os.path.basename(path) in CONFIG_FILES:
+            reload(ls)
+        else:
+            ls.check_soon(path, 0)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: ImlintServer, params: lsp.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        project = ls.ws.close(ls_path(uri))
+        ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        if project is not None:
+            ls.rebuild_soon(project)
+
+    @server.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def watched(ls: ImlintServer, params: lsp.DidChangeWatchedFilesParams) -> None:
+        paths = [ls_path(c.uri) for c in params.changes]
+        if any(os.path.basename(p) in CONFIG_FILES for p in paths):
+            reload(ls)
+            return
+        for project in {id(p): p for p in map(ls.ws.disk_changed, paths) if p}.values():
+            ls.rebuild_soon(project)
+
+
+def _watch_files(ls: ImlintServer) -> None:
+    """Ask the client to say when Python files or configuration change on disk (a
+    branch switch, a generated file), where it can."""
+    workspace = ls.client_capabilities.workspace
+    watched = workspace.did_change_watched_files if workspace is not None else None
+    if watched is None or not watched.dynamic_registration:
+        return
+    globs = ["**/*.py", *(f"**/{name}" for name in CONFIG_FILES)]
+    options = lsp.DidChangeWatchedFilesRegistrationOptions(
+        watchers=[lsp.FileSystemWatcher(glob_pattern=g) for g in globs]
+    )
+    registration = lsp.Registration(
+        id="imlint-watched-files",
+        method=lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+        register_options=options,
+    )
+    ls.client_register_capability(lsp.RegistrationParams(registrations=[registration]))
 
 
 def reload(ls: ImlintServer) -> None:

@@ -96,10 +96,11 @@ class Project:
                 known = self._facts[path] = self.index.facts(path)
             return known
 
-    def rebuild(self, open_paths: list[str]) -> list[str]:
+    def rebuild(self, open_paths: list[str]) -> list[str] | None:
         """Build the index from the summaries as they are now (the first time: every
         file of the project, from the summary cache where it can); the open files whose
-        facts changed (all of them after the first build)."""
+        facts changed (all of them after the first build), or None when no summary
+        changed (nothing was built)."""
         with self._building:
             first = self.index is None
             if first:
@@ -114,7 +115,7 @@ class Project:
                 else:
                     changed |= self.summaries.replace(path, summary)
             if not first and not changed:
-                return []
+                return None
             index = self.summaries.rebuild(RunStats())
             if self.summaries.cache is not None:
                 self.summaries.cache.save()
@@ -167,11 +168,15 @@ class Workspace:
 
     # ---- buffers
 
+    def store(self, path: str, text: str, version: int | None) -> None:
+        """A buffer's text, as the editor has it now (``set_text`` summarises it)."""
+        with self._lock:
+            self.buffers[path] = (text, version)
+
     def set_text(self, path: str, text: str, version: int | None) -> Project | None:
         """An opened or edited buffer; its project when the edit changed its summary
         (that project needs a ``rebuild``), else None."""
-        with self._lock:
-            self.buffers[path] = (text, version)
+        self.store(path, text, version)
         project = self.project_of(path)
         if project is None:
             return None
@@ -220,7 +225,7 @@ class Workspace:
     def project_of(self, path: str, create: bool = True) -> Project | None:
         """The project ``path`` belongs to (None without a project root, or when its
         configuration is broken: the file is then checked on its own)."""
-        root = project_root(path)
+        root = project_root(path) if os.path.isabs(path) else None
         if root is None:
             return None
         try:
@@ -251,7 +256,7 @@ class Workspace:
             settings = self.settings_for(path)
         except ConfigError as exc:
             return self._keep(Checked(path, text, version, error=str(exc)))
-        if settings.is_excluded_anywhere(path):
+        if os.path.isabs(path) and settings.is_excluded_anywhere(path):
             return self._keep(Checked(path, text, version))
         project = self.project_of(path)
         facts = project.facts(path) if project is not None else None

@@ -322,6 +322,20 @@ def test_the_project_configuration_applies_as_on_the_command_line(tmp_path: Path
     run(root, scenario)
 
 
+def test_an_unsaved_buffer_is_checked_on_its_own(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "proj")
+
+    async def scenario(s: Session) -> None:
+        uri = "untitled:Untitled-1"
+        item = lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=USER)
+        s.client.text_document_did_open(lsp.DidOpenTextDocumentParams(text_document=item))
+        await s.wait_for(lambda: uri in s.diagnostics)
+        # no project: the helper in pkg/alloc.py is not known, so no IM003
+        assert [(d.code, d.range.start.line + 1) for d in s.diagnostics[uri]] == [("IM001", 13)]
+
+    run(root, scenario)
+
+
 def test_server_without_pygls_says_how_to_install_it() -> None:
     code = (
         "import sys; sys.modules['pygls'] = None; sys.modules['pygls.lsp.server'] = None\n"
