@@ -38,8 +38,11 @@ from imlint.workspace import Checked, Project, Workspace, noqa_line
 
 #: seconds after the last keystroke before a buffer is checked
 CHECK_DELAY = 0.05
-#: seconds after the last edit that changed a summary before the index is rebuilt
+#: seconds after the last edit that changed a summary before the index is rebuilt (at
+#: least: see ``rebuild_delay``)
 REBUILD_DELAY = 0.5
+#: the longest wait before a rebuild, however long the last one took
+REBUILD_DELAY_MAX = 30.0
 #: configuration files: a change reloads the settings of every project
 CONFIG_FILES = ("pyproject.toml", "imlint.toml", ".imlint.toml")
 FIX_ALL = "source.fixAll.imlint"
@@ -56,6 +59,13 @@ def ls_path(uri: str) -> str:
     name = path or uri
     _URIS[name] = uri
     return name
+
+
+def rebuild_delay(project: Project) -> float:
+    """How long to wait for more edits before rebuilding ``project``'s index: a quarter
+    of what the last build took (a tree of thousands of files takes tens of seconds,
+    and a rebuild competes with the checks of each keystroke), within bounds."""
+    return min(REBUILD_DELAY_MAX, max(REBUILD_DELAY, project.build_seconds / 4))
 
 
 def utf16_column(line: str, column: int) -> int:
@@ -199,7 +209,10 @@ class ImlintServer(LanguageServer):
 
     # ---- the index
 
-    def rebuild_soon(self, project: Project, delay: float = REBUILD_DELAY) -> None:
+    def rebuild_soon(self, project: Project, delay: float | None = None) -> None:
+        """Rebuild the index after ``delay`` seconds (default ``rebuild_delay``) without
+        another edit that asks for one."""
+        delay = rebuild_delay(project) if delay is None else delay
         loop = asyncio.get_running_loop()
         key = id(project)
         pending = self._rebuilds.pop(key, None)
@@ -455,8 +468,12 @@ def _workspace(server: ImlintServer) -> None:
         path = ls_path(params.text_document.uri)
         if os.path.basename(path) in CONFIG_FILES:
             reload(ls)
-        else:
-            ls.check_soon(path, 0)
+        elif path in ls.ws.buffers:
+            # a save is a pause: check now, and rebuild now if the summary changed
+            project = ls.ws.set_text(path, *ls.ws.buffers[path])
+            ls.publish(path)
+            if project is not None:
+                ls.rebuild_soon(project, 0)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: ImlintServer, params: lsp.DidCloseTextDocumentParams) -> None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +70,9 @@ class Project:
         #: None for a file that is gone
         self._pending: dict[str, Any] = {}
         self._facts: dict[str, FileFacts] = {}
+        #: how long the last build took (seconds): a large project waits longer
+        #: before the next one (``imlint.server.rebuild_delay``)
+        self.build_seconds = 0.0
         self._lock = threading.RLock()  # the index and the facts read from it
         self._building = threading.Lock()  # one build at a time
 
@@ -116,7 +120,9 @@ class Project:
                     changed |= self.summaries.replace(path, summary)
             if not first and not changed:
                 return None
+            started = time.perf_counter()
             index = self.summaries.rebuild(RunStats())
+            self.build_seconds = time.perf_counter() - started
             if self.summaries.cache is not None:
                 self.summaries.cache.save()
             with self._lock:
