@@ -30,9 +30,29 @@ import triton
 from triton.testing import do_bench
 
 ROOT = Path(__file__).resolve().parents[1]
-SWEEP = [(4096, 4), (4096, 8), (12288, 8), (12288, 16), (36864, 8), (36864, 16), (36864, 32)]
+#: full-split configurations swept: (chunk bytes, warps, streaming cache hints)
+SWEEP = [
+    (4096, 8, False),
+    (12288, 16, False),
+    (12288, 16, True),
+    (36864, 16, False),
+    (36864, 16, True),
+    (36864, 32, False),
+    (36864, 32, True),
+    (12288, 32, True),
+]
 MASKED_SWEEP = [(36864, 16), (12288, 8), (4096, 4)]
 GROUP_SWEEP = [4, 16, 64]
+#: masked split, persistent grid: (programs per part, chunk, warps)
+PROGRAM_SWEEP = [
+    (132, 36864, 16),
+    (264, 36864, 16),
+    (528, 36864, 16),
+    (264, 12288, 8),
+    (528, 12288, 8),
+    (1056, 12288, 8),
+]
+MARK_SWEEP = [256, 512, 2048]
 N_INDICES = 64 * 1024
 DEVICE = "cuda"
 
@@ -136,16 +156,16 @@ def bench_page_size(src_pbs: int, gib: float, sweep: bool, rows: list[str]) -> N
         f"{bw_kernel / bw_copy:6.1%} of copy"
     )
     if sweep:
-        for chunk, warps in SWEEP:
+        for chunk, warps, stream in SWEEP:
             t = median_ms(
-                lambda c=chunk, w=warps: PS.launch_split(
-                    kv, geometry, dst, None, chunk=c, num_warps=w
+                lambda c=chunk, w=warps, st=stream: PS.launch_split(
+                    kv, geometry, dst, None, chunk=c, num_warps=w, stream=st
                 )
             )
             bw = 2 * moved / t / 1e6
             print(
-                f"  sweep chunk={chunk:5d} warps={warps:2d}: {t * 1e3:9.1f} us  {bw:7.0f} GB/s  "
-                f"{bw / bw_copy:6.1%} of copy"
+                f"  sweep chunk={chunk:5d} warps={warps:2d} stream={stream:d}: {t * 1e3:9.1f} us  "
+                f"{bw:7.0f} GB/s  {bw / bw_copy:6.1%} of copy"
             )
 
     # Masked: 1% of the source pages touched by 64k indices; and nothing touched.
@@ -174,17 +194,23 @@ def bench_page_size(src_pbs: int, gib: float, sweep: bool, rows: list[str]) -> N
     mask = registry[(K.MASK_KEY, kv.device)][:n_pages]
     t_split_masked = median_ms(lambda: PS.launch_split(kv, geometry, dst, mask))
     if sweep:
-        variants = [(PS.MASK_GROUP, c, w) for c, w in MASKED_SWEEP]
-        variants += [(g, *PS.MASKED_CONFIG) for g in GROUP_SWEEP if g != PS.MASK_GROUP]
-        for group, chunk, warps in variants:
+        variants = [(PS.MASK_GROUP, c, w, 0) for c, w in MASKED_SWEEP]
+        variants += [(g, *PS.MASKED_CONFIG, 0) for g in GROUP_SWEEP if g != PS.MASK_GROUP]
+        variants += [(PS.MASK_GROUP, c, w, n) for n, c, w in PROGRAM_SWEEP]
+        for group, chunk, warps, programs in variants:
             t = median_ms(
-                lambda g=group, c=chunk, w=warps: PS.launch_split(
-                    kv, geometry, dst, mask, chunk=c, num_warps=w, group=g
+                lambda g=group, c=chunk, w=warps, n=programs: PS.launch_split(
+                    kv, geometry, dst, mask, chunk=c, num_warps=w, group=g, programs=n
                 )
             )
             print(
                 f"  sweep masked split kernel alone, group={group:2d} chunk={chunk:5d} "
-                f"warps={warps:2d}: {t * 1e3:8.1f} us"
+                f"warps={warps:2d} programs={programs or 'all':>4}: {t * 1e3:8.1f} us"
+            )
+        for block in MARK_SWEEP:
+            g = graph_of(lambda b=block: K.mark_pages(idx, mask, src_pbs, block=b))
+            print(
+                f"  sweep mark kernel (graph), block={block:4d}: {median_ms(g.replay) * 1e3:8.1f} us"
             )
     graph_mark = graph_of(lambda: K.mark_pages(idx, mask, src_pbs))
     t_mark = median_ms(graph_mark.replay)

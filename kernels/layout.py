@@ -25,7 +25,7 @@ This module needs only torch; it is shared by the Triton path and the pure-torch
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
@@ -59,9 +59,9 @@ def padded_page_bytes(page_size: int) -> int:
 DST_PAGE_BYTES = padded_page_bytes(DST_PAGE_SIZE)  # 37440 == 65 * 576
 
 
-@dataclass(frozen=True)
-class PageGeometry:
-    """Where the pages of a validated source view live.
+class PageGeometry(NamedTuple):
+    """Where the pages of a validated source view live (a named tuple: it is made on every
+    call, and a frozen dataclass costs microseconds of the eager host time).
 
     Attributes:
         n_pages: number of source pages.

@@ -216,11 +216,14 @@ def test_split_matches_reference(device: str, view: str, src_pbs: int, masked: b
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("group", [1, 2, 4])
+@pytest.mark.parametrize("programs", [0, 1, 3])
 def test_masked_split_scans_the_mask_in_groups(
-    device: str, group: int, monkeypatch: pytest.MonkeyPatch
+    device: str, group: int, programs: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Several mask groups, a partial last one, and several marked pages in one group."""
+    """Several mask groups, a partial last one, and several marked pages in one group;
+    one program per group, or fewer programs that each go on through several groups."""
     monkeypatch.setattr(page_split, "MASK_GROUP", group)
+    monkeypatch.setattr(page_split, "MASK_PROGRAMS", programs)
     gen = torch.Generator().manual_seed(group)
     n_pages, src_pbs = 7, 128
     kv = make_pool(n_pages, src_pbs, "4d_gap", device, gen)
@@ -230,6 +233,49 @@ def test_masked_split_scans_the_mask_in_groups(
             kv, src_pbs, idx, registry={}, get_dst=poisoning(K.get_dst_buffer)
         )
         assert torch.equal(out, expected_split(kv, src_pbs, idx))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("stream", [False, True], ids=["cached", "streaming"])
+def test_cache_hints_copy_the_same_bytes(
+    device: str, stream: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(page_split, "SPLIT_STREAM", stream)
+    gen = torch.Generator().manual_seed(13)
+    kv = make_pool(5, 256, "4d_gap", device, gen)
+    idx = torch.tensor([3, 2 * 256 + 7, -1], device=device)
+    for indices in (None, idx):
+        out = K.split_kv_pages_to_64(
+            kv, 256, indices, registry={}, get_dst=poisoning(K.get_dst_buffer)
+        )
+        assert torch.equal(out, expected_split(kv, 256, indices))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_indices_outside_the_pool_are_skipped_without_a_check(device: str) -> None:
+    """The default (no host sync): an index outside the pool marks nothing and nothing is
+    read or written outside it; the pages of the valid indices are split. sglang's mark
+    kernel has no upper bound check: it would write past the mask."""
+    gen = torch.Generator().manual_seed(11)
+    n_pages, src_pbs = 6, 128
+    kv = make_pool(n_pages, src_pbs, "2d_padded", device, gen)
+    idx = torch.tensor([2 * src_pbs + 5, n_pages * src_pbs, 10**9, -7, -1], device=device)
+    out = K.split_kv_pages_to_64(kv, src_pbs, idx, registry={}, get_dst=poisoning(K.get_dst_buffer))
+    valid = idx[:1]
+    assert torch.equal(out, expected_split(kv, src_pbs, valid))
+    untouched = ~touched_dst_pages(valid, n_pages, src_pbs)
+    assert int(untouched.sum()) == (n_pages - 1) * 2 and bool((out[untouched] == POISON).all())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_an_empty_index_tensor_splits_no_page(device: str) -> None:
+    """No index, no touched page: every destination page keeps what it held (sglang's
+    kernel splits the whole pool when handed an empty tensor)."""
+    gen = torch.Generator().manual_seed(12)
+    kv = make_pool(4, 256, "2d_padded", device, gen)
+    none = torch.empty(0, dtype=torch.int32, device=device)
+    out = K.split_kv_pages_to_64(kv, 256, none, registry={}, get_dst=poisoning(K.get_dst_buffer))
+    assert bool((out == POISON).all())
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -330,9 +376,9 @@ def test_rejects_bad_input(device: str) -> None:
     kv = make_pool(2, 128, "2d_padded", device, gen)
     v4 = make_pool(2, 128, "4d_padded", device, gen)
 
-    def fails(exc: type[Exception], pattern: str, *args: Any) -> None:
+    def fails(exc: type[Exception], pattern: str, *args: Any, validate: bool = False) -> None:
         with pytest.raises(exc, match=pattern):
-            K.split_kv_pages_to_64(*args, registry={})
+            K.split_kv_pages_to_64(*args, registry={}, validate_indices=validate)
 
     fails(TypeError, "uint8", kv.view(torch.int8), 128)
     fails(TypeError, "uint8", kv.float(), 128)
@@ -348,8 +394,17 @@ def test_rejects_bad_input(device: str) -> None:
     fails(ValueError, "tokens per page", v4, 256)
     fails(ValueError, "2-D", kv.reshape(-1), 128)
     fails(ValueError, "contiguous", kv.t().contiguous().t(), 128)
-    fails(ValueError, "out of range", kv, 128, torch.tensor([0, 2 * 128], device=device))
-    fails(ValueError, "out of range", kv, 128, torch.tensor([[-2, 0]], device=device))
+    fails(
+        ValueError,
+        "out of range",
+        kv,
+        128,
+        torch.tensor([0, 2 * 128], device=device),
+        validate=True,
+    )
+    fails(
+        ValueError, "out of range", kv, 128, torch.tensor([[-2, 0]], device=device), validate=True
+    )
     fails(TypeError, "int32 or torch.int64", kv, 128, torch.tensor([0.0], device=device))
     fails(
         TypeError,
