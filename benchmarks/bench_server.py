@@ -2,7 +2,7 @@
 of a large project with a warm index, as an editor sees it (a real client over stdio).
 
     python benchmarks/bench_server.py --tree sglang-0.5.23 \
-        --file sglang/srt/models/inkling_common/attn.py --rounds 20
+        --file sglang/srt/speculative/dflash_utils.py --rounds 20
 
 Trees are the unpacked wheels under ``.cache/src/`` (``bench_accuracy.py --download``);
 the tree's folder is the project root (it holds a ``pyproject.toml``), checked with an
@@ -154,7 +154,7 @@ async def run(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tree", default="sglang-0.5.23")
-    parser.add_argument("--file", default="sglang/srt/models/inkling_common/attn.py")
+    parser.add_argument("--file", default="sglang/srt/speculative/dflash_utils.py")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--cold", action="store_true", help="empty the tree's imlint cache first")
     asyncio.run(run(parser.parse_args()))

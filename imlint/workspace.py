@@ -20,6 +20,7 @@ imports pygls (``imlint/server.py`` speaks the protocol).
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import threading
@@ -85,10 +86,22 @@ class Project:
         """Whether summaries changed since the index was built."""
         return bool(self._pending)
 
-    def note(self, path: str, summary: Any) -> None:
-        """A new summary for ``path`` (None: the file is gone), for the next build."""
+    def note(self, path: str, summary: Any) -> bool:
+        """A new summary for ``path`` (None: the file is gone), for the next build:
+        whether it differs from the one the index has (or was to get)."""
+        from imlint.project import summary_digest
+
+        digest = None if summary is None else summary_digest(summary)
         with self._lock:
+            if path in self._pending:
+                before = self._pending[path]
+                old = None if before is None else summary_digest(before)
+            else:
+                old = self.summaries.known.get(path)
+            if digest == old:
+                return False
             self._pending[path] = summary
+            return True
 
     def facts(self, path: str) -> FileFacts | None:
         """What the index says of ``path``; None while there is no index."""
@@ -121,6 +134,7 @@ class Project:
             if not first and not changed:
                 return None
             started = time.perf_counter()
+            gc.unfreeze()  # the last index's objects: collectable again once it is dropped
             index = self.summaries.rebuild(RunStats())
             self.build_seconds = time.perf_counter() - started
             if self.summaries.cache is not None:
@@ -128,6 +142,12 @@ class Project:
             with self._lock:
                 before = {p: self._facts.get(p) for p in open_paths}
                 self.index, self._facts = index, {}
+            # The index is millions of objects: collect once here, in the background, then
+            # keep them out of the collector's way, or its next full pass lands on a
+            # keystroke (seconds on a tree of thousands of files).
+            gc.collect()
+            gc.freeze()
+            with self._lock:
                 return [p for p in open_paths if first or _key(before[p]) != self._facts_key(p)]
 
     def _facts_key(self, path: str) -> str:
@@ -190,8 +210,8 @@ class Workspace:
             summary = summary_of(path, text, project.settings)
         except (InvalidSource, SyntaxError, ValueError, RecursionError, MemoryError):
             return None  # the index keeps the file's last summary that parsed
-        project.note(path, summary)
-        return project if project.ready else None
+        changed = project.note(path, summary)
+        return project if changed and project.ready else None
 
     def close(self, path: str) -> Project | None:
         """A buffer closed: the file on disk counts again (its project, to rebuild)."""
@@ -215,8 +235,7 @@ class Workspace:
             summary = None
         except (OSError, InvalidSource, SyntaxError, ValueError, RecursionError):
             return None
-        project.note(path, summary)
-        return project
+        return project if project.note(path, summary) else None
 
     def open_paths(self, project: Project) -> list[str]:
         with self._lock:
