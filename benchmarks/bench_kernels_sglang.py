@@ -197,17 +197,51 @@ def rows_for(sg: ModuleType, gib: float, src_pbs: int) -> list[str]:
     return out
 
 
+def profile_host(sg: ModuleType, src_pbs: int = 256, calls: int = 2000) -> None:
+    """Where the host's time of back-to-back eager calls goes (cProfile, top functions by
+    own time), imlint's and sglang's, on a 64 MiB pool with and without indices."""
+    import cProfile
+    import pstats
+
+    page_bytes = LAYOUT.padded_page_bytes(src_pbs)
+    n_pages = 64 * 2**20 // page_bytes
+    kv = torch.randint(0, 256, (n_pages, page_bytes), dtype=torch.uint8, device=DEVICE)
+    idx = touched_indices(n_pages, src_pbs, 0.01, torch.Generator().manual_seed(1))
+    registry: dict = {}
+    for name, fn in (
+        ("imlint full", lambda: K.split_kv_pages_to_64(kv, src_pbs, registry=registry)),
+        ("sglang full", lambda: sg._split_kv_pages_to_64(kv, src_pbs)),
+        ("imlint masked", lambda: K.split_kv_pages_to_64(kv, src_pbs, idx, registry=registry)),
+        ("sglang masked", lambda: sg._split_kv_pages_to_64(kv, src_pbs, idx)),
+    ):
+        for _ in range(50):
+            fn()
+        torch.cuda.synchronize()
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(calls):
+            fn()
+        prof.disable()
+        torch.cuda.synchronize()
+        print(f"\n== {name}: {host_ms(fn) * 1e3:.1f} us per call (host, unprofiled)")
+        pstats.Stats(prof).sort_stats("tottime").print_stats(14)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--download", metavar="VERSION", help="fetch sglang's wheel first")
     parser.add_argument("--sglang-file", type=Path, help="a flash_mla_sm120.py to compare with")
     parser.add_argument("--pbs", type=int, nargs="*", default=[128, 256, 512])
     parser.add_argument("--mib", type=float, nargs="*", default=[64, 2048])
+    parser.add_argument("--profile", action="store_true", help="profile the host's time only")
     args = parser.parse_args()
     if not torch.cuda.is_available() or K.INTERPRETED:
         raise SystemExit("needs a CUDA GPU (and TRITON_INTERPRET unset)")
     source = args.sglang_file or (download(args.download) if args.download else find_source())
     sg = extract(source)
+    if args.profile:
+        profile_host(sg)
+        return
     props = torch.cuda.get_device_properties(0)
     print(f"device: {props.name}; torch {torch.__version__}; sglang kernels from {source}")
     print(

@@ -19,11 +19,11 @@ from .layout import (
     DST_PAGE_BYTES,
     DST_PAGE_SIZE,
     DST_SCALE_BYTES,
+    TOKEN_BYTES,
     PageGeometry,
     check_index_range,
     check_indices,
     page_geometry,
-    paged_view,
 )
 
 Registry = MutableMapping[Hashable, torch.Tensor]
@@ -194,6 +194,12 @@ def get_page_mask(registry: Registry, device: torch.device, n_src_pages: int) ->
     return mask[:n_src_pages]
 
 
+def _cdiv(a: int, b: int) -> int:
+    """``triton.cdiv`` without its cost: from Python, a call of a Triton ``jit`` helper
+    goes through the JIT's call path (microseconds, on every eager call)."""
+    return -(-a // b)
+
+
 def _check_device(kv: torch.Tensor) -> None:
     if kv.device.type == "cpu":
         if not INTERPRETED:
@@ -235,7 +241,7 @@ def mark_pages(
     if n_idx == 0 or mask.numel() == 0:
         return
     block = MARK_BLOCK if block is None else block
-    grid = (triton.cdiv(n_idx, block),)
+    grid = (_cdiv(n_idx, block),)
     with _device_guard(mask.device):
         _mark_pages_kernel[grid](
             flat, mask, n_idx, mask.numel() * src_pbs, SRC_PBS=src_pbs, BLOCK=block
@@ -274,7 +280,7 @@ def launch_split(
     else:
         group = MASK_GROUP if group is None else group
         programs = MASK_PROGRAMS if programs is None else programs
-        groups = triton.cdiv(geometry.n_pages, group)
+        groups = _cdiv(geometry.n_pages, group)
         grid = (min(groups, programs) if programs > 0 else groups, geometry.split)
     with _device_guard(kv.device):
         _page_split_kernel[grid](
@@ -288,7 +294,7 @@ def launch_split(
             HAS_MASK=mask is not None,
             GROUP=MASK_GROUP if group is None else group,
             CHUNK=chunk,
-            TILE=triton.next_power_of_2(chunk),
+            TILE=1 << (chunk - 1).bit_length(),
             DATA_BYTES=DST_DATA_BYTES,
             SCALE_BYTES=DST_SCALE_BYTES,
             STREAM=SPLIT_STREAM if stream is None else stream,
@@ -352,4 +358,8 @@ def split_kv_pages_to_64(
         mask = get_mask(registry, kv.device, geometry.n_pages)
         mark_pages(indices, mask, geometry.page_size)
     launch_split(kv, geometry, dst, mask)
-    return paged_view(dst, DST_PAGE_SIZE)
+    # ``layout.paged_view(dst, 64)``, in one call (this is the eager hot path)
+    return dst.as_strided(
+        (geometry.n_dst_pages, DST_PAGE_SIZE, 1, TOKEN_BYTES),
+        (dst.stride(0), TOKEN_BYTES, TOKEN_BYTES, 1),
+    )
