@@ -119,8 +119,8 @@ def page_geometry(kv: torch.Tensor, src_pbs: int) -> PageGeometry:
     packed = packed_page_bytes(src_pbs)
     if kv.dim() == 2:
         n_pages, row_bytes = kv.shape
-        allowed = sorted({packed, padded_page_bytes(src_pbs)})
-        if row_bytes not in allowed:
+        if row_bytes != packed and row_bytes != padded_page_bytes(src_pbs):
+            allowed = sorted({packed, padded_page_bytes(src_pbs)})
             raise ValueError(
                 f"wrong byte size per page: a 2-D view of {src_pbs}-token footer pages has "
                 f"{' or '.join(map(str, allowed))} bytes per page (data {src_pbs}*"
