@@ -200,16 +200,36 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def _check_device(kv: torch.Tensor) -> None:
-    if kv.device.type == "cpu":
+#: validated geometries by the view's layout (shape, strides, dtype, src_pbs): an eager call
+#: on the same pool validates it once (bounded: cleared when it grows past _GEOMETRIES_MAX)
+_GEOMETRIES: dict[tuple[object, ...], PageGeometry] = {}
+_GEOMETRIES_MAX = 256
+
+
+def _geometry(kv: torch.Tensor, src_pbs: int) -> PageGeometry:
+    """``layout.page_geometry``, remembered for a layout it has validated."""
+    if not isinstance(kv, torch.Tensor) or type(src_pbs) is not int:
+        return page_geometry(kv, src_pbs)  # raises the right error
+    key = (kv.shape, kv.stride(), kv.dtype, src_pbs)
+    known = _GEOMETRIES.get(key)
+    if known is None:
+        known = page_geometry(kv, src_pbs)
+        if len(_GEOMETRIES) >= _GEOMETRIES_MAX:
+            _GEOMETRIES.clear()
+        _GEOMETRIES[key] = known
+    return known
+
+
+def _check_device(device: torch.device) -> None:
+    if device.type == "cpu":
         if not INTERPRETED:
             raise ValueError(
                 "kv is a CPU tensor but the Triton kernels were compiled for a GPU; run on a "
                 "CUDA tensor, or set TRITON_INTERPRET=1 before importing triton/imlint.kernels "
                 "to run the kernels in the Triton interpreter"
             )
-    elif kv.device.type != "cuda":
-        raise ValueError(f"unsupported device {kv.device}; expected a CUDA or CPU tensor")
+    elif device.type != "cuda":
+        raise ValueError(f"unsupported device {device}; expected a CUDA or CPU tensor")
 
 
 def _capturing(device: torch.device) -> bool:
@@ -342,20 +362,21 @@ def split_kv_pages_to_64(
         ValueError: unsupported ``src_pbs``, wrong bytes per page, a CPU tensor without the
             Triton interpreter, or indices out of range of the pool.
     """
-    geometry = page_geometry(kv, src_pbs)
-    _check_device(kv)
+    geometry = _geometry(kv, src_pbs)
+    device = kv.device
+    _check_device(device)
     if indices is not None:
         check_indices(indices, kv)
-        if validate_indices and not _capturing(kv.device):
+        if validate_indices and not _capturing(device):
             check_index_range(indices, geometry.n_tokens)
     if geometry.split == 1:
         return kv
     if registry is None:
         registry = SCRATCH
-    dst = get_dst(registry, kv.device, geometry.n_dst_pages)
+    dst = get_dst(registry, device, geometry.n_dst_pages)
     mask = None
     if indices is not None:
-        mask = get_mask(registry, kv.device, geometry.n_pages)
+        mask = get_mask(registry, device, geometry.n_pages)
         mark_pages(indices, mask, geometry.page_size)
     launch_split(kv, geometry, dst, mask)
     # ``layout.paged_view(dst, 64)``, in one call (this is the eager hot path)
