@@ -43,8 +43,9 @@ CHECK_DELAY = 0.05
 REBUILD_DELAY = 0.5
 #: the longest wait before a rebuild, however long the last one took
 REBUILD_DELAY_MAX = 30.0
-#: configuration files: a change reloads the settings of every project
-CONFIG_FILES = ("pyproject.toml", "imlint.toml", ".imlint.toml")
+#: configuration files (imlint reads ``[tool.imlint]`` of ``pyproject.toml``): a change
+#: reloads the settings of every project
+CONFIG_FILES = ("pyproject.toml",)
 FIX_ALL = "source.fixAll.imlint"
 
 
