@@ -375,10 +375,26 @@ class Workers:
         pool, self.pool = self.pool, None
         if pool is None:
             return
+        manager = getattr(pool, "_executor_manager_thread", None)
         for process in list(getattr(pool, "_processes", {}).values()):
             with contextlib.suppress(Exception):
                 process.terminate()
         pool.shutdown(wait=False, cancel_futures=True)
+        _settle(manager)
+
+
+def _settle(manager: threading.Thread | None) -> None:
+    """Let an aborted pool's manager thread see its dead workers and close its pipes
+    before the interpreter exits. concurrent.futures' exit hook wakes every manager
+    thread that is still registered, unlocked: if this one closes its wake-up pipe at
+    that moment, the hook writes to a closed descriptor and Python prints a traceback
+    after "imlint: interrupted" (seen under load in CI). Once the thread has ended, the
+    hook finds the pipe closed and skips it."""
+    if manager is None:
+        return
+    manager.join(timeout=30)  # workers are terminated: it ends at once (a hang guard)
+    if manager.is_alive():  # never wake a thread that may be closing its pipe
+        cf.process._threads_wakeups.pop(manager, None)
 
 
 def run_tasks(tasks: list[tuple[Any, ...]], workers: Workers, phase: str) -> Iterable[Any]:

@@ -65,6 +65,39 @@ def test_an_interrupted_run_exits_130_and_leaves_nothing_behind(tmp_path, sig, j
     assert not cache.exists() or [p.name for p in cache.iterdir()] == [".gitignore"]
 
 
+#: Widens a race in concurrent.futures: the manager thread of an aborted pool closes its
+#: wake-up pipe slowly, and the interpreter's exit hook (which wakes every registered
+#: manager without a lock) lingers between its "still open?" check and its write.
+SLOW_EXIT = (
+    "import time, concurrent.futures.process as P\n"
+    "real_close = P._ThreadWakeup.close\n"
+    "def close(self):\n"
+    "    time.sleep(0.3)\n"
+    "    real_close(self)\n"
+    "def wakeup(self):\n"
+    "    if not self._closed:\n"
+    "        if P._global_shutdown:\n"
+    "            time.sleep(0.6)\n"
+    "        self._writer.send_bytes(b'')\n"
+    "P._ThreadWakeup.close = close\n"
+    "P._ThreadWakeup.wakeup = wakeup\n"
+)
+
+
+def test_an_interrupted_run_prints_no_traceback_from_the_pools_exit_hook(tmp_path):
+    # Seen in CI under load: "imlint: interrupted", then Python's exit hook wrote to the
+    # aborted pool's closed pipe and printed a traceback. The run now waits for the
+    # manager thread to end before it exits.
+    (tmp_path / "good.py").write_text(LAZY)
+    (tmp_path / "slow.py").write_text(LAZY.replace("_C", "_S"))
+    proc = _start(HANG + SLOW_EXIT, ["check", ".", "--timeout", "0", "-j", "2"], tmp_path)
+    _wait_for(tmp_path / "slow.py.started")
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["imlint: interrupted"], err
+
+
 def test_workers_end_when_the_run_is_killed(tmp_path):
     (tmp_path / "good.py").write_text(LAZY)
     (tmp_path / "slow.py").write_text(LAZY.replace("_C", "_S"))
