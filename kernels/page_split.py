@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .launch import launch
 from .layout import (
     DST_DATA_BYTES,
     DST_PAGE_BYTES,
@@ -263,8 +264,13 @@ def mark_pages(
     block = MARK_BLOCK if block is None else block
     grid = (_cdiv(n_idx, block),)
     with _device_guard(mask.device):
-        _mark_pages_kernel[grid](
-            flat, mask, n_idx, mask.numel() * src_pbs, SRC_PBS=src_pbs, BLOCK=block
+        launch(
+            _mark_pages_kernel,
+            grid,
+            (flat, mask, n_idx, mask.numel() * src_pbs),
+            {"SRC_PBS": src_pbs, "BLOCK": block},
+            4,
+            mask.device,
         )
 
 
@@ -295,30 +301,37 @@ def launch_split(
         raise ValueError(f"chunk={chunk} must divide {DST_DATA_BYTES}")
     if geometry.n_dst_pages == 0:
         return
+    group = MASK_GROUP if group is None else group
     if mask is None:
         grid: tuple[int, ...] = (geometry.n_dst_pages,)
     else:
-        group = MASK_GROUP if group is None else group
         programs = MASK_PROGRAMS if programs is None else programs
         groups = _cdiv(geometry.n_pages, group)
         grid = (min(groups, programs) if programs > 0 else groups, geometry.split)
     with _device_guard(kv.device):
-        _page_split_kernel[grid](
-            kv,
-            dst,
-            mask if mask is not None else dst,
-            geometry.n_pages,
-            geometry.page_stride,
-            dst.stride(0),
-            SPLIT=geometry.split,
-            HAS_MASK=mask is not None,
-            GROUP=MASK_GROUP if group is None else group,
-            CHUNK=chunk,
-            TILE=1 << (chunk - 1).bit_length(),
-            DATA_BYTES=DST_DATA_BYTES,
-            SCALE_BYTES=DST_SCALE_BYTES,
-            STREAM=SPLIT_STREAM if stream is None else stream,
-            num_warps=num_warps,
+        launch(
+            _page_split_kernel,
+            grid,
+            (
+                kv,
+                dst,
+                mask if mask is not None else dst,
+                geometry.n_pages,
+                geometry.page_stride,
+                dst.stride(0),
+            ),
+            {
+                "SPLIT": geometry.split,
+                "HAS_MASK": mask is not None,
+                "GROUP": group,
+                "CHUNK": chunk,
+                "TILE": 1 << (chunk - 1).bit_length(),
+                "DATA_BYTES": DST_DATA_BYTES,
+                "SCALE_BYTES": DST_SCALE_BYTES,
+                "STREAM": SPLIT_STREAM if stream is None else stream,
+            },
+            num_warps,
+            kv.device,
         )
 
 

@@ -215,7 +215,7 @@ def test_split_matches_reference(device: str, view: str, src_pbs: int, masked: b
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("group", [1, 2, 4])
+@pytest.mark.parametrize("group", [1, 2, 4, 8])
 @pytest.mark.parametrize("programs", [0, 1, 3])
 def test_masked_split_scans_the_mask_in_groups(
     device: str, group: int, programs: int, monkeypatch: pytest.MonkeyPatch
@@ -430,6 +430,135 @@ def test_rejects_indices_on_another_device() -> None:
     kv = make_pool(2, 128, "2d_padded", "cuda", torch.Generator().manual_seed(2))
     with pytest.raises(ValueError, match="indices are on cpu"):
         K.split_kv_pages_to_64(kv, 128, torch.tensor([0]), registry={})
+
+
+def test_launch_keys_hold_what_the_jit_specializes_on() -> None:
+    """Two launches share a compiled kernel only when every argument's class is the same:
+    dtype and 16-byte alignment of a tensor; an int equal to 1, divisible by 16, 32-bit."""
+    arg_class = sys.modules["imlint.kernels.launch"]._arg_class
+    storage = torch.zeros(64, dtype=torch.uint8)
+    aligned, unaligned = storage[:32], storage[8:40]
+    assert arg_class(storage[16:48]) == arg_class(aligned) != arg_class(unaligned)
+    assert arg_class(aligned) != arg_class(aligned.view(torch.int8))
+    assert arg_class(16) == arg_class(2**31 - 16) and arg_class(2) == arg_class(17)
+    distinct = [arg_class(v) for v in (1, 2, 16, 2**31, 2**31 + 1, 2**63)]
+    assert len(set(distinct)) == len(distinct)
+
+
+class _FakeCompiled:
+    """Stands for Triton's ``CompiledKernel``: ``compiled[grid](*args)`` launches."""
+
+    def __init__(self, log: list[tuple[object, ...]], fail: bool) -> None:
+        self.log, self.fail = log, fail
+
+    def __getitem__(self, grid: tuple[int, ...]) -> Callable[..., None]:
+        def runner(*args: object) -> None:
+            if self.fail:
+                raise TypeError("function takes exactly 13 arguments")
+            self.log.append(("direct", grid, args))
+
+        return runner
+
+
+class _FakeKernel:
+    """Stands for a ``JITFunction``: ``fn[grid](...)`` launches through the JIT and returns
+    the compiled kernel."""
+
+    arg_names = ["x_ptr", "n", "BLOCK"]
+
+    def __init__(self, fail: bool = False) -> None:
+        self.log: list[tuple[object, ...]] = []
+        self.compiled = _FakeCompiled(self.log, fail)
+
+    def __getitem__(self, grid: tuple[int, ...]) -> Callable[..., _FakeCompiled]:
+        def run(*args: object, **kwargs: object) -> _FakeCompiled:
+            self.log.append(("jit", grid, args, kwargs))
+            return self.compiled
+
+        return run
+
+
+@pytest.fixture
+def fake_launch(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    launch = sys.modules["imlint.kernels.launch"]
+    monkeypatch.setattr(launch, "JITFunction", _FakeKernel)
+    monkeypatch.setattr(launch, "_direct_ok", lambda: True)
+    monkeypatch.setattr(launch, "_COMPILED", {})
+    monkeypatch.setattr(launch._State, "direct", True)
+    return launch
+
+
+def test_a_launch_reuses_the_compiled_kernel_for_the_same_argument_classes(
+    fake_launch: ModuleType,
+) -> None:
+    fn, x = _FakeKernel(), torch.zeros(32, dtype=torch.uint8)
+    dev = torch.device("cpu")
+    for n in (32, 48, 1, 1):
+        fake_launch.launch(fn, (4,), (x, n), {"BLOCK": 64}, 4, dev)
+    assert [entry[0] for entry in fn.log] == ["jit", "direct", "jit", "direct"]
+    assert fn.log[0] == ("jit", (4,), (x, 32), {"BLOCK": 64, "num_warps": 4})
+    assert fn.log[1] == ("direct", (4, 1, 1), (x, 48, 64))  # constexprs last, grid in 3-D
+    fake_launch.launch(fn, (4,), (x, 48), {"BLOCK": 128}, 4, dev)  # another constexpr
+    fake_launch.launch(fn, (4,), (x, 48), {"BLOCK": 64}, 8, dev)  # other warps
+    fake_launch.launch(fn, (4,), (x[8:], 48), {"BLOCK": 64}, 4, dev)  # unaligned
+    assert [entry[0] for entry in fn.log[4:]] == ["jit", "jit", "jit"]
+
+
+def test_a_direct_launch_that_raises_turns_direct_launches_off(fake_launch: ModuleType) -> None:
+    """A launcher that takes other arguments than expected: the launch still happens,
+    through the JIT, and so does every later one."""
+    fn, x = _FakeKernel(fail=True), torch.zeros(32, dtype=torch.uint8)
+    dev = torch.device("cpu")
+    fake_launch.launch(fn, (2,), (x, 32), {"BLOCK": 64}, 4, dev)
+    with pytest.warns(RuntimeWarning, match="direct Triton launches are off"):
+        fake_launch.launch(fn, (2,), (x, 32), {"BLOCK": 64}, 4, dev)
+    fake_launch.launch(fn, (2,), (x, 32), {"BLOCK": 64}, 4, dev)
+    assert [entry[0] for entry in fn.log] == ["jit", "jit", "jit"]
+    assert not fake_launch._COMPILED
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA or K.INTERPRETED, reason="needs a CUDA GPU")
+def test_launches_after_the_first_skip_the_jit_per_specialization(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The JIT runs once per argument specialization; later launches reuse its compiled
+    kernel and write the same bytes. An unaligned pool is another specialization, and a
+    launch hook (a profiler) sends every launch through the JIT again."""
+    import triton
+    from triton.runtime.jit import JITFunction
+
+    sys.modules["imlint.kernels.launch"]._COMPILED.clear()
+    through_jit: list[str] = []
+    real_run = JITFunction.run
+
+    def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        through_jit.append(self.__name__)
+        return real_run(self, *args, **kwargs)
+
+    monkeypatch.setattr(JITFunction, "run", run)
+    gen = torch.Generator().manual_seed(31)
+    kv = make_pool(9, 256, "2d_padded", "cuda", gen)
+    idx = make_indices(9, 256, "cuda", gen, torch.int32)
+    registry: dict[Hashable, torch.Tensor] = {}
+    provider = poisoning(K.get_dst_buffer)
+    for _ in range(3):
+        for indices in (None, idx):
+            out = K.split_kv_pages_to_64(kv, 256, indices, registry=registry, get_dst=provider)
+            assert torch.equal(out, expected_split(kv, 256, indices))
+    assert sorted(through_jit) == ["_mark_pages_kernel", "_page_split_kernel", "_page_split_kernel"]
+    storage = torch.randint(0, 256, (8 + kv.numel(),), dtype=torch.uint8, generator=gen).cuda()
+    unaligned = storage[8:].view(kv.shape)
+    assert unaligned.data_ptr() % 16 == 8
+    for _ in range(2):
+        out = K.split_kv_pages_to_64(unaligned, 256, registry=registry, get_dst=provider)
+        assert torch.equal(out, expected_split(unaligned, 256))
+    assert through_jit.count("_page_split_kernel") == 3
+    hooked: list[object] = []
+    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", hooked.append)
+    out = K.split_kv_pages_to_64(kv, 256, registry=registry, get_dst=provider)
+    assert torch.equal(out, expected_split(kv, 256))
+    assert through_jit.count("_page_split_kernel") == 4 and len(hooked) == 1
 
 
 # ----------------------------------------------------------------------------- the seed's table
