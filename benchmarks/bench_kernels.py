@@ -219,18 +219,20 @@ def bench_masked(
     mask = registry[(K.MASK_KEY, kv.device)][:n_pages]
     t_split_masked = median_ms(lambda: PS.launch_split(kv, geometry, dst, mask))
     if sweep:
-        variants = [(PS.MASK_GROUP, c, w, 0) for c, w in MASKED_SWEEP]
-        variants += [(g, *PS.MASKED_CONFIG, 0) for g in GROUP_SWEEP if g != PS.MASK_GROUP]
-        variants += [(PS.MASK_GROUP, c, w, n) for n, c, w in PROGRAM_SWEEP]
-        for group, chunk, warps, programs in variants:
+        variants = [(PS.MASK_GROUP, c, w, 0, False) for c, w in MASKED_SWEEP]
+        variants += [(g, *PS.MASKED_CONFIG, 0, False) for g in GROUP_SWEEP if g != PS.MASK_GROUP]
+        variants += [(PS.MASK_GROUP, c, w, n, False) for n, c, w in PROGRAM_SWEEP]
+        variants += [(g, *PS.MASKED_CONFIG, 0, True) for g in [PS.MASK_GROUP, *GROUP_SWEEP]]
+        for group, chunk, warps, programs, find in variants:
             t = median_ms(
-                lambda g=group, c=chunk, w=warps, n=programs: PS.launch_split(
-                    kv, geometry, dst, mask, chunk=c, num_warps=w, group=g, programs=n
+                lambda g=group, c=chunk, w=warps, n=programs, f=find: PS.launch_split(
+                    kv, geometry, dst, mask, chunk=c, num_warps=w, group=g, programs=n, find=f
                 )
             )
             print(
-                f"  sweep masked split kernel alone, group={group:2d} chunk={chunk:5d} "
-                f"warps={warps:2d} programs={programs or 'all':>4}: {t * 1e3:8.1f} us"
+                f"  sweep masked split kernel alone, group={group:3d} chunk={chunk:5d} "
+                f"warps={warps:2d} programs={programs or 'all':>4} find={find:d}: "
+                f"{t * 1e3:8.1f} us"
             )
         for block in MARK_SWEEP:
             g = graph_of(lambda b=block: K.mark_pages(idx, mask, src_pbs, block=b))

@@ -50,6 +50,9 @@ SPLIT_STREAM = False
 # The masked split's programs per destination part at most (0: one per mask group): each
 # goes on through the groups ``programs`` apart.
 MASK_PROGRAMS = 0
+# How the masked split finds the marked pages of a group: False, one read of each mask byte
+# (measured); True, reductions over the bytes already loaded (a benchmark knob until measured).
+MASK_FIND = False
 
 
 @triton.jit
@@ -105,6 +108,7 @@ def _page_split_kernel(
     DATA_BYTES: tl.constexpr,
     SCALE_BYTES: tl.constexpr,
     STREAM: tl.constexpr,
+    FIND: tl.constexpr,
 ):
     """Split source pages into 64-token destination pages.
 
@@ -113,7 +117,9 @@ def _page_split_kernel(
     SPLIT)`` at most (``MASK_PROGRAMS`` caps the first axis); program ``(g, j)`` reads the
     mask bytes of source pages ``g*GROUP ..`` at once, skips the group if none is set, else
     writes part ``j`` of each marked page, then goes on to group ``g + programs``. Few
-    programs then scan the mask, and the pages' parts are still copied in parallel.
+    programs then scan the mask, and the pages' parts are still copied in parallel. A marked
+    group's pages are found by one read of each mask byte, or with ``FIND`` by reductions
+    over the group's bytes already loaded (a loop over the marked pages only).
     """
     if HAS_MASK:
         j = tl.program_id(1)
@@ -121,7 +127,26 @@ def _page_split_kernel(
             p0 = g * GROUP
             pages = p0 + tl.arange(0, GROUP)
             marks = tl.load(mask_ptr + pages, mask=pages < n_src_pages, other=0)
-            if tl.max(marks.to(tl.int32), axis=0) != 0:
+            if FIND:
+                # only the marked pages, lowest first, by reductions over the group's bytes
+                marked = marks != 0
+                lanes = tl.arange(0, GROUP)
+                for _ in range(tl.sum(marked.to(tl.int32), axis=0)):
+                    i = tl.min(tl.where(marked, lanes, GROUP), axis=0)
+                    marked = marked & (lanes != i)
+                    p = (p0 + i).to(tl.int64)
+                    _copy_dst_page(
+                        src_ptr + p * src_page_stride,
+                        dst_ptr + (p * SPLIT + j) * dst_page_stride,
+                        j,
+                        SPLIT,
+                        CHUNK,
+                        TILE,
+                        DATA_BYTES,
+                        SCALE_BYTES,
+                        STREAM,
+                    )
+            elif tl.max(marks.to(tl.int32), axis=0) != 0:
                 for i in range(GROUP):
                     p = p0 + i
                     if tl.load(mask_ptr + p, mask=p < n_src_pages, other=0) != 0:
@@ -285,14 +310,15 @@ def launch_split(
     group: int | None = None,
     stream: bool | None = None,
     programs: int | None = None,
+    find: bool | None = None,
 ) -> None:
     """Launch the split kernel from a validated view into ``dst`` (``(n_dst, >=37376)`` pages).
 
     With ``mask`` only destination pages of source pages whose mask byte is non-zero are
     written; the others keep their previous contents. ``chunk``, ``num_warps`` and ``group``
     override the tuned launch configuration (for benchmarks), and so do ``stream``
-    (streaming cache hints on the copy) and ``programs`` (the masked grid's first axis at
-    most; 0: one program per mask group).
+    (streaming cache hints on the copy), ``programs`` (the masked grid's first axis at
+    most; 0: one program per mask group) and ``find`` (how a marked group's pages are found).
     """
     cfg_chunk, cfg_warps = (SPLIT_CHUNK_BYTES, SPLIT_NUM_WARPS) if mask is None else MASKED_CONFIG
     chunk = cfg_chunk if chunk is None else chunk
@@ -329,6 +355,7 @@ def launch_split(
                 "DATA_BYTES": DST_DATA_BYTES,
                 "SCALE_BYTES": DST_SCALE_BYTES,
                 "STREAM": SPLIT_STREAM if stream is None else stream,
+                "FIND": MASK_FIND if find is None else find,
             },
             num_warps,
             kv.device,

@@ -217,13 +217,16 @@ def test_split_matches_reference(device: str, view: str, src_pbs: int, masked: b
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("group", [1, 2, 4, 8])
 @pytest.mark.parametrize("programs", [0, 1, 3])
+@pytest.mark.parametrize("find", [False, True], ids=["read", "find"])
 def test_masked_split_scans_the_mask_in_groups(
-    device: str, group: int, programs: int, monkeypatch: pytest.MonkeyPatch
+    device: str, group: int, programs: int, find: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Several mask groups, a partial last one, and several marked pages in one group;
-    one program per group, or fewer programs that each go on through several groups."""
+    one program per group, or fewer programs that each go on through several groups; the
+    marked pages found by reading each byte, or by reductions."""
     monkeypatch.setattr(page_split, "MASK_GROUP", group)
     monkeypatch.setattr(page_split, "MASK_PROGRAMS", programs)
+    monkeypatch.setattr(page_split, "MASK_FIND", find)
     gen = torch.Generator().manual_seed(group)
     n_pages, src_pbs = 7, 128
     kv = make_pool(n_pages, src_pbs, "4d_gap", device, gen)
