@@ -123,17 +123,25 @@ def _page_split_kernel(
     """
     if HAS_MASK:
         j = tl.program_id(1)
+        lanes = tl.arange(0, GROUP)
         for g in range(tl.program_id(0), tl.cdiv(n_src_pages, GROUP), tl.num_programs(0)):
             p0 = g * GROUP
-            pages = p0 + tl.arange(0, GROUP)
+            pages = p0 + lanes
             marks = tl.load(mask_ptr + pages, mask=pages < n_src_pages, other=0)
-            if FIND:
-                # only the marked pages, lowest first, by reductions over the group's bytes
-                marked = marks != 0
-                lanes = tl.arange(0, GROUP)
-                for _ in range(tl.sum(marked.to(tl.int32), axis=0)):
+            marked = marks != 0
+            if FIND:  # a loop over the marked pages only, lowest first
+                n = tl.sum(marked.to(tl.int32), axis=0)
+            else:  # a loop over the group's pages if any is marked
+                n = tl.where(tl.max(marks.to(tl.int32), axis=0) != 0, GROUP, 0)
+            for k in range(n):
+                if FIND:
                     i = tl.min(tl.where(marked, lanes, GROUP), axis=0)
                     marked = marked & (lanes != i)
+                    take = True
+                else:
+                    i = k
+                    take = tl.load(mask_ptr + p0 + k, mask=p0 + k < n_src_pages, other=0) != 0
+                if take:
                     p = (p0 + i).to(tl.int64)
                     _copy_dst_page(
                         src_ptr + p * src_page_stride,
@@ -146,21 +154,6 @@ def _page_split_kernel(
                         SCALE_BYTES,
                         STREAM,
                     )
-            elif tl.max(marks.to(tl.int32), axis=0) != 0:
-                for i in range(GROUP):
-                    p = p0 + i
-                    if tl.load(mask_ptr + p, mask=p < n_src_pages, other=0) != 0:
-                        _copy_dst_page(
-                            src_ptr + p.to(tl.int64) * src_page_stride,
-                            dst_ptr + (p.to(tl.int64) * SPLIT + j) * dst_page_stride,
-                            j,
-                            SPLIT,
-                            CHUNK,
-                            TILE,
-                            DATA_BYTES,
-                            SCALE_BYTES,
-                            STREAM,
-                        )
     else:
         q = tl.program_id(0)
         p = q // SPLIT
