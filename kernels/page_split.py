@@ -173,12 +173,13 @@ def _page_split_kernel(
 
 @triton.jit
 def _mark_pages_kernel(
-    idx_ptr, mask_ptr, n_idx, n_tokens, SRC_PBS: tl.constexpr, BLOCK: tl.constexpr
+    idx_ptr, mask_ptr, n_idx, idx_stride, n_tokens, SRC_PBS: tl.constexpr, BLOCK: tl.constexpr
 ):
-    """Set ``mask[t // SRC_PBS] = 1`` for every index ``t`` in ``[0, n_tokens)``; skip others."""
+    """Set ``mask[t // SRC_PBS] = 1`` for every index ``t`` in ``[0, n_tokens)``; skip others.
+    Index ``k`` is at ``idx_ptr + k * idx_stride`` (a strided 1-D view is read in place)."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     inb = offs < n_idx
-    t = tl.load(idx_ptr + offs, mask=inb, other=-1).to(tl.int64)
+    t = tl.load(idx_ptr + offs * idx_stride, mask=inb, other=-1).to(tl.int64)
     ok = inb & (t >= 0) & (t < n_tokens)
     page = tl.where(ok, t // SRC_PBS, 0)
     tl.store(mask_ptr + page, tl.full([BLOCK], 1, tl.int8), mask=ok)
@@ -285,7 +286,7 @@ def mark_pages(
         launch(
             _mark_pages_kernel,
             grid,
-            (flat, mask, n_idx, mask.numel() * src_pbs),
+            (flat, mask, n_idx, flat.stride(0), mask.numel() * src_pbs),
             {"SRC_PBS": src_pbs, "BLOCK": block},
             4,
             mask.device,

@@ -255,6 +255,22 @@ def test_cache_hints_copy_the_same_bytes(
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_a_column_of_an_index_table_splits_its_own_pages(device: str) -> None:
+    """Indices given as a strided view (a column of a request-to-token table) split the
+    pages of that column, not of the table's first elements."""
+    gen = torch.Generator().manual_seed(17)
+    n_pages, src_pbs = 6, 128
+    kv = make_pool(n_pages, src_pbs, "2d_padded", device, gen)
+    table = torch.tensor([[0, 5 * 128 + 1], [1 * 128, 4 * 128], [-1, 3 * 128 + 9]], device=device)
+    column = table[:, 1]
+    assert not column.is_contiguous()
+    out = K.split_kv_pages_to_64(
+        kv, src_pbs, column, registry={}, get_dst=poisoning(K.get_dst_buffer)
+    )
+    assert torch.equal(out, expected_split(kv, src_pbs, column))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_indices_outside_the_pool_are_skipped_without_a_check(device: str) -> None:
     """The default (no host sync): an index outside the pool marks nothing and nothing is
     read or written outside it; the pages of the valid indices are split. sglang's mark
@@ -313,6 +329,12 @@ def test_mark_pages_matches_reference(device: str, dtype: torch.dtype) -> None:
     mask.zero_()
     K.mark_pages(noncontiguous, mask, src_pbs)
     assert torch.equal(mask.bool(), expected)
+    # A strided 1-D view (every other index, a column of a table) is read in place: its
+    # reshape(-1) is itself, not a contiguous copy.
+    for strided in (idx.reshape(-1)[::2], idx[:, :, 3], idx[0, 0, :1].expand(9)):
+        mask.zero_()
+        K.mark_pages(strided, mask, src_pbs)
+        assert torch.equal(mask.bool(), K.mark_pages_reference(strided, n_pages, src_pbs))
 
 
 @pytest.mark.parametrize("device", DEVICES)
