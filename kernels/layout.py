@@ -175,14 +175,44 @@ def flat_pages(kv: torch.Tensor, geometry: PageGeometry) -> torch.Tensor:
     return kv.as_strided((geometry.n_pages, packed), (geometry.page_stride, 1))
 
 
-def check_indices(indices: torch.Tensor, kv: torch.Tensor) -> None:
-    """Validate the dtype and device of a token-index tensor (values are checked elsewhere)."""
+def check_indices(indices: torch.Tensor, kv: torch.Tensor, name: str = "kv") -> None:
+    """Validate the dtype and device (``kv``'s, called ``name``) of a token-index tensor
+    (values are checked elsewhere)."""
     if not isinstance(indices, torch.Tensor):
         raise TypeError(f"indices must be a torch.Tensor, got {type(indices).__name__}")
     if indices.dtype not in (torch.int32, torch.int64):
         raise TypeError(f"indices must be torch.int32 or torch.int64, got {indices.dtype}")
     if indices.device != kv.device:
-        raise ValueError(f"indices are on {indices.device} but kv is on {kv.device}")
+        raise ValueError(f"indices are on {indices.device} but {name} is on {kv.device}")
+
+
+_SCRATCH_DTYPES = (torch.uint8, torch.int8)
+
+
+def check_scratch(what: str, t: object, rows: int, row_bytes: int, device: torch.device) -> None:
+    """Validate what a scratch provider returned before a kernel writes into it: a uint8 or
+    int8 tensor on ``device`` with at least ``rows`` rows; with ``row_bytes``, 2-D rows of at
+    least that many contiguous bytes (destination pages), else 1-D and contiguous (the mask).
+    A wrong one would be written out of bounds, so it raises ``ValueError`` instead."""
+    ok = isinstance(t, torch.Tensor) and t.dtype in _SCRATCH_DTYPES and t.device == device
+    if ok:
+        shape, strides = t.shape, t.stride()
+        if row_bytes:
+            ok = len(shape) == 2 and shape[0] >= rows and shape[1] >= row_bytes
+        else:
+            ok = len(shape) == 1 and shape[0] >= rows
+        ok = ok and strides[-1] == 1
+    if not ok:
+        if row_bytes:
+            shape = f"at least {rows} rows of {row_bytes} contiguous bytes"
+        else:
+            shape = f"at least {rows} contiguous bytes" if rows else "contiguous bytes, 1-D"
+        got = (
+            f"{tuple(t.shape)} {t.dtype} on {t.device} with strides {t.stride()}"
+            if isinstance(t, torch.Tensor)
+            else type(t).__name__
+        )
+        raise ValueError(f"{what} must be uint8/int8 {shape} on {device}; got {got}")
 
 
 def check_index_range(indices: torch.Tensor, n_tokens: int) -> None:

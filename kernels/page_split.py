@@ -20,10 +20,12 @@ from .layout import (
     DST_PAGE_BYTES,
     DST_PAGE_SIZE,
     DST_SCALE_BYTES,
+    DST_USED_BYTES,
     TOKEN_BYTES,
     PageGeometry,
     check_index_range,
     check_indices,
+    check_scratch,
     page_geometry,
 )
 
@@ -273,9 +275,17 @@ def mark_pages(
 ) -> None:
     """Launch the page-mark kernel: ``mask[t // src_pbs] = 1`` for each valid index ``t``.
 
-    ``indices`` may have any shape; ``-1`` and (defensively) any value outside
-    ``[0, mask.numel() * src_pbs)`` is skipped. ``mask`` must already be cleared.
+    ``indices`` may have any shape and strides; ``-1`` and (defensively) any value outside
+    ``[0, mask.numel() * src_pbs)`` is skipped. ``mask`` must already be cleared, 1-D and
+    contiguous (int8 or uint8) on the indices' device.
     """
+    check_indices(indices, mask, "mask")
+    check_scratch("mask", mask, 0, 0, mask.device)
+    _mark(indices, mask, src_pbs, block)
+
+
+def _mark(indices: torch.Tensor, mask: torch.Tensor, src_pbs: int, block: int | None) -> None:
+    """:func:`mark_pages` on validated arguments (the split's path)."""
     flat = indices.reshape(-1)
     n_idx = flat.numel()
     if n_idx == 0 or mask.numel() == 0:
@@ -408,10 +418,12 @@ def split_kv_pages_to_64(
     if registry is None:
         registry = SCRATCH
     dst = get_dst(registry, device, geometry.n_dst_pages)
+    check_scratch("the destination from get_dst", dst, geometry.n_dst_pages, DST_USED_BYTES, device)
     mask = None
     if indices is not None:
         mask = get_mask(registry, device, geometry.n_pages)
-        mark_pages(indices, mask, geometry.page_size)
+        check_scratch("the mask from get_mask", mask, geometry.n_pages, 0, device)
+        _mark(indices, mask, geometry.page_size, None)
     launch_split(kv, geometry, dst, mask)
     # ``layout.paged_view(dst, 64)``, in one call (this is the eager hot path)
     return dst.as_strided(

@@ -442,6 +442,29 @@ def test_rejects_bad_input(device: str) -> None:
         K.split_kv_pages_to_64_reference(kv, 128, torch.tensor([256], device=device))
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_rejects_scratch_a_kernel_would_write_out_of_bounds(device: str) -> None:
+    """What a provider returns is checked before any kernel writes into it."""
+    kv = make_pool(3, 256, "2d_padded", device, torch.Generator().manual_seed(4))
+    idx = torch.tensor([0, 300], device=device)
+    small = lambda reg, dev, n: K.get_dst_buffer(reg, dev, n)[: n - 1]  # noqa: E731
+    narrow = lambda reg, dev, n: K.get_dst_buffer(reg, dev, n)[:, :37000]  # noqa: E731
+    columns = lambda reg, dev, n: torch.zeros(K.DST_PAGE_BYTES, n, dtype=torch.uint8).t()  # noqa: E731
+    floats = lambda reg, dev, n: torch.zeros(n, K.DST_PAGE_BYTES, device=dev)  # noqa: E731
+    for bad in (small, narrow, columns, floats):
+        with pytest.raises(ValueError, match="the destination from get_dst must be"):
+            K.split_kv_pages_to_64(kv, 256, registry={}, get_dst=bad)
+    strided = lambda reg, dev, n: torch.zeros(2 * n, dtype=torch.int8, device=dev)[::2]  # noqa: E731
+    short = lambda reg, dev, n: torch.zeros(n - 1, dtype=torch.int8, device=dev)  # noqa: E731
+    for bad in (strided, short):
+        with pytest.raises(ValueError, match="the mask from get_mask must be"):
+            K.split_kv_pages_to_64(kv, 256, idx, registry={}, get_mask=bad)
+    with pytest.raises(ValueError, match="mask must be uint8/int8 contiguous bytes, 1-D"):
+        K.mark_pages(idx, torch.zeros(8, dtype=torch.int8, device=device)[::2], 256)
+    with pytest.raises(TypeError, match="indices must be"):
+        K.mark_pages(idx.float(), torch.zeros(4, dtype=torch.int8, device=device), 256)
+
+
 def test_rejects_cpu_tensor_without_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
     kv = make_pool(2, 128, "2d_padded", "cpu", torch.Generator().manual_seed(2))
     monkeypatch.setattr(page_split, "INTERPRETED", False)
