@@ -45,15 +45,20 @@ def _arg_class(arg: object) -> object:
     return (type(arg), arg)  # floats, None, bools: by value (never a reused kernel by mistake)
 
 
+def _hooked(hook: object) -> bool:
+    """A launch hook is set: a ``HookChain`` (triton >= 3.5, never ``None``) that holds a
+    function, or a function put in its place."""
+    calls = getattr(hook, "calls", None)
+    return bool(calls) if calls is not None else hook is not None
+
+
 def _direct_ok() -> bool:
     """Launch hooks (profilers) and debug mode change what the JIT does per launch."""
     if _knobs is None:
         return False
     runtime = _knobs.runtime
-    return (
-        runtime.launch_enter_hook is None
-        and runtime.launch_exit_hook is None
-        and not (runtime.debug)
+    return not (
+        _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook) or runtime.debug
     )
 
 

@@ -493,6 +493,33 @@ def test_launch_keys_hold_what_the_jit_specializes_on() -> None:
     assert len(set(distinct)) == len(distinct)
 
 
+def test_direct_launches_stop_while_a_launch_hook_or_debug_mode_is_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Triton's own knobs: an empty hook chain (the default) allows direct launches; a hook
+    added to the chain, a function put in its place, or debug mode sends launches through
+    the JIT, which calls the hooks and checks."""
+    import triton
+
+    launch = sys.modules["imlint.kernels.launch"]
+    runtime = getattr(getattr(triton, "knobs", None), "runtime", None)
+    if not hasattr(getattr(runtime, "launch_enter_hook", None), "add"):
+        pytest.skip("a triton without hook chains (< 3.5): every launch goes through the JIT")
+    assert launch._direct_ok()
+    hook = lambda metadata: None  # noqa: E731
+    runtime.launch_enter_hook.add(hook)
+    try:
+        assert not launch._direct_ok()
+    finally:
+        runtime.launch_enter_hook.remove(hook)
+    assert launch._direct_ok()
+    monkeypatch.setattr(runtime, "launch_exit_hook", hook)
+    assert not launch._direct_ok()
+    monkeypatch.undo()
+    monkeypatch.setattr(runtime, "debug", True)
+    assert not launch._direct_ok()
+
+
 class _FakeCompiled:
     """Stands for Triton's ``CompiledKernel``: ``compiled[grid](*args)`` launches."""
 
@@ -603,8 +630,11 @@ def test_launches_after_the_first_skip_the_jit_per_specialization(
         assert torch.equal(out, expected_split(unaligned, 256))
     assert through_jit.count("_page_split_kernel") == 3
     hooked: list[object] = []
-    monkeypatch.setattr(triton.knobs.runtime, "launch_enter_hook", hooked.append)
-    out = K.split_kv_pages_to_64(kv, 256, registry=registry, get_dst=provider)
+    triton.knobs.runtime.launch_enter_hook.add(hooked.append)
+    try:
+        out = K.split_kv_pages_to_64(kv, 256, registry=registry, get_dst=provider)
+    finally:
+        triton.knobs.runtime.launch_enter_hook.remove(hooked.append)
     assert torch.equal(out, expected_split(kv, 256))
     assert through_jit.count("_page_split_kernel") == 4 and len(hooked) == 1
 
