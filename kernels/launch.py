@@ -9,19 +9,22 @@ separated imlint's split from sglang's.
 :func:`launch` keeps the compiled kernel that the JIT returned, under a key that holds at
 least everything the JIT specializes on (each tensor's dtype and 16-byte alignment; each
 integer's value class: equal to 1, divisible by 16, 32-bit or 64-bit; the constexpr values;
-``num_warps``; the device), and launches it directly the next time through
-``CompiledKernel.__getitem__(grid)(*args)``, which passes the current stream and the launch
-hooks as the JIT does. The first launch for a key, and every launch while launch hooks or
-the JIT's debug mode are on or under the Triton interpreter, goes through the JIT.
+``num_warps``; the device), and the next time hands the compiled kernel's launcher what
+``JITFunction.run`` hands it: the grid, the current stream, the kernel's function and
+metadata, and every parameter in order. The first launch for a key, a kernel that reads
+globals the JIT checks, and every launch while launch hooks, debug mode or an
+instrumentation mode are on, or under the Triton interpreter, go through the JIT.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import torch
+from triton.runtime.driver import driver as _driver
 from triton.runtime.jit import JITFunction
 
 try:  # triton >= 3.4
@@ -30,7 +33,7 @@ except ImportError:  # pragma: no cover - older triton: every launch goes throug
     _knobs = None
 
 #: compiled kernels by launch key (bounded: cleared when it grows past _COMPILED_MAX)
-_COMPILED: dict[tuple[object, ...], tuple[Any, tuple[object, ...]]] = {}
+_COMPILED: dict[tuple[object, ...], tuple[Any, ...]] = {}
 _COMPILED_MAX = 512
 
 _I32 = (-(2**31), 2**31)
@@ -53,13 +56,33 @@ def _hooked(hook: object) -> bool:
 
 
 def _direct_ok() -> bool:
-    """Launch hooks (profilers) and debug mode change what the JIT does per launch."""
+    """Launch hooks (profilers), debug mode and an instrumentation mode change what the JIT
+    does per launch, or which kernel it compiles."""
     if _knobs is None:
         return False
     runtime = _knobs.runtime
-    return not (
-        _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook) or runtime.debug
-    )
+    hooked = _hooked(runtime.launch_enter_hook) or _hooked(runtime.launch_exit_hook)
+    instrumented = getattr(_knobs.compilation, "instrumentation_mode", "")
+    return not (hooked or runtime.debug or instrumented)
+
+
+class Constexprs:
+    """A kernel's compile-time arguments, made once per distinct set (:func:`constexprs`):
+    what the JIT gets as keywords, the values the launcher gets after the runtime
+    arguments, and a key that tells ``True``, ``1`` and ``1.0`` apart as the JIT does."""
+
+    __slots__ = ("key", "kwargs", "values")
+
+    def __init__(self, kwargs: dict[str, object]) -> None:
+        self.kwargs = kwargs
+        self.values = tuple(kwargs.values())
+        self.key = tuple((name, type(value), value) for name, value in kwargs.items())
+
+
+@functools.lru_cache(maxsize=256, typed=True)
+def constexprs(**kwargs: object) -> Constexprs:
+    """The :class:`Constexprs` of these keyword values, in the kernel's parameter order."""
+    return Constexprs(kwargs)
 
 
 class _State:
@@ -71,28 +94,32 @@ def launch(
     fn: Any,
     grid: tuple[int, ...],
     args: tuple[object, ...],
-    constexprs: Mapping[str, object],
+    consts: Constexprs,
     num_warps: int,
     device: torch.device,
 ) -> None:
-    """``fn[grid](*args, **constexprs, num_warps=num_warps)`` on the current stream.
+    """``fn[grid](*args, **consts.kwargs, num_warps=num_warps)`` on the current stream.
 
-    ``args`` are the kernel's runtime arguments in order, ``constexprs`` its compile-time
-    ones (in the kernel's parameter order, after the runtime ones). ``device`` must be the
-    current device (the caller's device guard). Should a direct launch ever raise (a Triton
-    whose launcher takes other arguments than the ones read here), direct launches stop for
-    the process with a warning, and this launch and the later ones go through the JIT,
-    which raises the error again if it was the kernel's own.
+    ``args`` are the kernel's runtime arguments in order, ``consts`` its compile-time ones
+    (from :func:`constexprs`, in the kernel's parameter order, after the runtime ones).
+    ``device`` must be the current device (the caller's device guard). Should a direct
+    launch ever raise (a Triton whose launcher takes other arguments than the ones read
+    here), direct launches stop for the process with a warning, and this launch and the
+    later ones go through the JIT, which raises the error again if it was the kernel's own.
     """
     if not _State.direct or not isinstance(fn, JITFunction) or not _direct_ok():
-        fn[grid](*args, **constexprs, num_warps=num_warps)
+        fn[grid](*args, **consts.kwargs, num_warps=num_warps)
         return
-    key = (fn, device.index, num_warps, *map(_arg_class, args), *constexprs.items())
+    # id(fn): hashing a JITFunction takes a lock per call; the entry keeps fn alive
+    key = (id(fn), device.index, num_warps, consts.key, *map(_arg_class, args))
     known = _COMPILED.get(key)
     if known is not None:
-        compiled, tail = known
+        run, function, packed, stream_of, _fn = known
+        g = (*grid, 1, 1)
         try:
-            compiled[(*grid, 1, 1)[:3]](*args, *tail)
+            # what JITFunction.run passes to the launcher, with no hooks to call
+            run(g[0], g[1], g[2], stream_of(device.index), function, packed, None, None, None,
+                *args, *consts.values)  # fmt: skip
             return
         except Exception as exc:  # the JIT below raises a real error again
             _State.direct = False
@@ -102,12 +129,20 @@ def launch(
                 RuntimeWarning,
                 stacklevel=2,
             )
-    compiled = fn[grid](*args, **constexprs, num_warps=num_warps)
-    # the launcher takes every parameter, constexprs included, in the kernel's order
-    if not _State.direct or compiled is None:
-        return
-    if list(fn.arg_names) != [*fn.arg_names[: len(args)], *constexprs]:
-        return  # (not a call this cache can repeat: the JIT launches it every time)
-    if len(_COMPILED) >= _COMPILED_MAX:
-        _COMPILED.clear()
-    _COMPILED[key] = (compiled, tuple(constexprs.values()))
+    compiled = fn[grid](*args, **consts.kwargs, num_warps=num_warps)
+    if _State.direct and compiled is not None and _repeatable(fn, len(args), consts.kwargs):
+        if len(_COMPILED) >= _COMPILED_MAX:
+            _COMPILED.clear()
+        stream_of = _driver.active.get_current_stream
+        entry = (compiled.run, compiled.function, compiled.packed_metadata, stream_of, fn)
+        _COMPILED[key] = entry
+
+
+def _repeatable(fn: Any, n_args: int, constexprs: Mapping[str, object]) -> bool:
+    """The JIT's per-call work is only the dispatch: the launcher takes every parameter,
+    constexprs included, in the kernel's order (the constexprs are the last ones), and the
+    kernel reads no global whose value the JIT would check, with no pre-run hooks."""
+    names = list(fn.arg_names)
+    if names != [*names[:n_args], *constexprs]:
+        return False
+    return not getattr(fn, "used_global_vals", None) and not getattr(fn, "pre_run_hooks", None)

@@ -192,19 +192,21 @@ _SCRATCH_DTYPES = (torch.uint8, torch.int8)
 def check_scratch(what: str, t: object, rows: int, row_bytes: int, device: torch.device) -> None:
     """Validate what a scratch provider returned before a kernel writes into it: a uint8 or
     int8 tensor on ``device`` with at least ``rows`` rows; with ``row_bytes``, 2-D rows of at
-    least that many contiguous bytes (destination pages), else 1-D and contiguous (the mask).
+    least that many contiguous bytes that do not overlap (destination pages), else 1-D and
+    contiguous (the mask).
     A wrong one would be written out of bounds, so it raises ``ValueError`` instead."""
     ok = isinstance(t, torch.Tensor) and t.dtype in _SCRATCH_DTYPES and t.device == device
     if ok:
         shape, strides = t.shape, t.stride()
         if row_bytes:
             ok = len(shape) == 2 and shape[0] >= rows and shape[1] >= row_bytes
+            ok = ok and (shape[0] == 1 or strides[0] >= row_bytes)  # rows do not overlap
         else:
             ok = len(shape) == 1 and shape[0] >= rows
         ok = ok and strides[-1] == 1
     if not ok:
         if row_bytes:
-            shape = f"at least {rows} rows of {row_bytes} contiguous bytes"
+            shape = f"at least {rows} separate rows of {row_bytes} contiguous bytes"
         else:
             shape = f"at least {rows} contiguous bytes" if rows else "contiguous bytes, 1-D"
         got = (

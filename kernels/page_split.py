@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import launch
+from .launch import constexprs, launch
 from .layout import (
     DST_DATA_BYTES,
     DST_PAGE_BYTES,
@@ -297,7 +297,7 @@ def _mark(indices: torch.Tensor, mask: torch.Tensor, src_pbs: int, block: int | 
             _mark_pages_kernel,
             grid,
             (flat, mask, n_idx, flat.stride(0), mask.numel() * src_pbs),
-            {"SRC_PBS": src_pbs, "BLOCK": block},
+            constexprs(SRC_PBS=src_pbs, BLOCK=block),
             4,
             mask.device,
         )
@@ -350,17 +350,17 @@ def launch_split(
                 geometry.page_stride,
                 dst.stride(0),
             ),
-            {
-                "SPLIT": geometry.split,
-                "HAS_MASK": mask is not None,
-                "GROUP": group,
-                "CHUNK": chunk,
-                "TILE": 1 << (chunk - 1).bit_length(),
-                "DATA_BYTES": DST_DATA_BYTES,
-                "SCALE_BYTES": DST_SCALE_BYTES,
-                "STREAM": SPLIT_STREAM if stream is None else stream,
-                "FIND": MASK_FIND if find is None else find,
-            },
+            constexprs(
+                SPLIT=geometry.split,
+                HAS_MASK=mask is not None,
+                GROUP=group,
+                CHUNK=chunk,
+                TILE=1 << (chunk - 1).bit_length(),
+                DATA_BYTES=DST_DATA_BYTES,
+                SCALE_BYTES=DST_SCALE_BYTES,
+                STREAM=SPLIT_STREAM if stream is None else stream,
+                FIND=MASK_FIND if find is None else find,
+            ),
             num_warps,
             kv.device,
         )

@@ -447,16 +447,22 @@ def test_rejects_scratch_a_kernel_would_write_out_of_bounds(device: str) -> None
     """What a provider returns is checked before any kernel writes into it."""
     kv = make_pool(3, 256, "2d_padded", device, torch.Generator().manual_seed(4))
     idx = torch.tensor([0, 300], device=device)
-    small = lambda reg, dev, n: K.get_dst_buffer(reg, dev, n)[: n - 1]  # noqa: E731
-    narrow = lambda reg, dev, n: K.get_dst_buffer(reg, dev, n)[:, :37000]  # noqa: E731
-    columns = lambda reg, dev, n: torch.zeros(K.DST_PAGE_BYTES, n, dtype=torch.uint8).t()  # noqa: E731
-    floats = lambda reg, dev, n: torch.zeros(n, K.DST_PAGE_BYTES, device=dev)  # noqa: E731
-    for bad in (small, narrow, columns, floats):
+    dst = K.get_dst_buffer
+    bad_dsts = [
+        lambda reg, dev, n: dst(reg, dev, n)[: n - 1],  # too few pages
+        lambda reg, dev, n: dst(reg, dev, n)[:, :37000],  # pages too short
+        lambda reg, dev, n: torch.zeros(K.DST_PAGE_BYTES, n, dtype=torch.uint8).t(),  # columns
+        lambda reg, dev, n: torch.zeros(n, K.DST_PAGE_BYTES, device=dev),  # floats
+        lambda reg, dev, n: dst(reg, dev, 1).expand(n, -1),  # every page the same bytes
+    ]
+    for bad in bad_dsts:
         with pytest.raises(ValueError, match="the destination from get_dst must be"):
             K.split_kv_pages_to_64(kv, 256, registry={}, get_dst=bad)
-    strided = lambda reg, dev, n: torch.zeros(2 * n, dtype=torch.int8, device=dev)[::2]  # noqa: E731
-    short = lambda reg, dev, n: torch.zeros(n - 1, dtype=torch.int8, device=dev)  # noqa: E731
-    for bad in (strided, short):
+    bad_masks = [
+        lambda reg, dev, n: torch.zeros(2 * n, dtype=torch.int8, device=dev)[::2],  # strided
+        lambda reg, dev, n: torch.zeros(n - 1, dtype=torch.int8, device=dev),  # too short
+    ]
+    for bad in bad_masks:
         with pytest.raises(ValueError, match="the mask from get_mask must be"):
             K.split_kv_pages_to_64(kv, 256, idx, registry={}, get_mask=bad)
     with pytest.raises(ValueError, match="mask must be uint8/int8 contiguous bytes, 1-D"):
@@ -521,18 +527,20 @@ def test_direct_launches_stop_while_a_launch_hook_or_debug_mode_is_on(
 
 
 class _FakeCompiled:
-    """Stands for Triton's ``CompiledKernel``: ``compiled[grid](*args)`` launches."""
+    """Stands for Triton's ``CompiledKernel``: its launcher ``run`` takes the grid, the
+    stream, the function, the metadata, the launch metadata, two hooks, then every
+    parameter of the kernel."""
+
+    function, packed_metadata = "function", "packed"
 
     def __init__(self, log: list[tuple[object, ...]], fail: bool) -> None:
         self.log, self.fail = log, fail
 
-    def __getitem__(self, grid: tuple[int, ...]) -> Callable[..., None]:
-        def runner(*args: object) -> None:
-            if self.fail:
-                raise TypeError("function takes exactly 13 arguments")
-            self.log.append(("direct", grid, args))
-
-        return runner
+    def run(self, gx: int, gy: int, gz: int, stream: int, *rest: object) -> None:
+        if self.fail:
+            raise TypeError("function takes exactly 13 arguments")
+        assert rest[:5] == ("function", "packed", None, None, None)
+        self.log.append(("direct", (gx, gy, gz), stream, rest[5:]))
 
 
 class _FakeKernel:
@@ -540,6 +548,8 @@ class _FakeKernel:
     the compiled kernel."""
 
     arg_names = ["x_ptr", "n", "BLOCK"]
+    used_global_vals: dict[object, object] = {}
+    pre_run_hooks: list[object] = []
 
     def __init__(self, fail: bool = False) -> None:
         self.log: list[tuple[object, ...]] = []
@@ -555,11 +565,15 @@ class _FakeKernel:
 
 @pytest.fixture
 def fake_launch(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    from types import SimpleNamespace
+
     launch = sys.modules["imlint.kernels.launch"]
     monkeypatch.setattr(launch, "JITFunction", _FakeKernel)
     monkeypatch.setattr(launch, "_direct_ok", lambda: True)
     monkeypatch.setattr(launch, "_COMPILED", {})
     monkeypatch.setattr(launch._State, "direct", True)
+    streams = SimpleNamespace(get_current_stream=lambda index: 100 + (index or 0))
+    monkeypatch.setattr(launch, "_driver", SimpleNamespace(active=streams))
     return launch
 
 
@@ -567,27 +581,34 @@ def test_a_launch_reuses_the_compiled_kernel_for_the_same_argument_classes(
     fake_launch: ModuleType,
 ) -> None:
     fn, x = _FakeKernel(), torch.zeros(32, dtype=torch.uint8)
-    dev = torch.device("cpu")
+    dev, consts = torch.device("cpu"), fake_launch.constexprs
     for n in (32, 48, 1, 1):
-        fake_launch.launch(fn, (4,), (x, n), {"BLOCK": 64}, 4, dev)
+        fake_launch.launch(fn, (4,), (x, n), consts(BLOCK=64), 4, dev)
     assert [entry[0] for entry in fn.log] == ["jit", "direct", "jit", "direct"]
     assert fn.log[0] == ("jit", (4,), (x, 32), {"BLOCK": 64, "num_warps": 4})
-    assert fn.log[1] == ("direct", (4, 1, 1), (x, 48, 64))  # constexprs last, grid in 3-D
-    fake_launch.launch(fn, (4,), (x, 48), {"BLOCK": 128}, 4, dev)  # another constexpr
-    fake_launch.launch(fn, (4,), (x, 48), {"BLOCK": 64}, 8, dev)  # other warps
-    fake_launch.launch(fn, (4,), (x[8:], 48), {"BLOCK": 64}, 4, dev)  # unaligned
-    assert [entry[0] for entry in fn.log[4:]] == ["jit", "jit", "jit"]
+    # the current stream; every parameter, constexprs last; the grid in 3-D
+    assert fn.log[1] == ("direct", (4, 1, 1), 100, (x, 48, 64))
+    fake_launch.launch(fn, (4,), (x, 48), consts(BLOCK=128), 4, dev)  # another constexpr
+    fake_launch.launch(fn, (4,), (x, 48), consts(BLOCK=True), 4, dev)  # True == 1, not the same
+    fake_launch.launch(fn, (4,), (x, 48), consts(BLOCK=64), 8, dev)  # other warps
+    fake_launch.launch(fn, (4,), (x[8:], 48), consts(BLOCK=64), 4, dev)  # unaligned
+    assert [entry[0] for entry in fn.log[4:]] == ["jit", "jit", "jit", "jit"]
+    fn.used_global_vals = {("G", 0): (1, {})}  # a kernel whose globals the JIT checks
+    other = (torch.zeros(16, dtype=torch.int8), 32)
+    for _ in range(2):
+        fake_launch.launch(fn, (4,), other, consts(BLOCK=64), 4, dev)
+    assert [entry[0] for entry in fn.log[8:]] == ["jit", "jit"]
 
 
 def test_a_direct_launch_that_raises_turns_direct_launches_off(fake_launch: ModuleType) -> None:
     """A launcher that takes other arguments than expected: the launch still happens,
     through the JIT, and so does every later one."""
     fn, x = _FakeKernel(fail=True), torch.zeros(32, dtype=torch.uint8)
-    dev = torch.device("cpu")
-    fake_launch.launch(fn, (2,), (x, 32), {"BLOCK": 64}, 4, dev)
+    dev, consts = torch.device("cpu"), fake_launch.constexprs
+    fake_launch.launch(fn, (2,), (x, 32), consts(BLOCK=64), 4, dev)
     with pytest.warns(RuntimeWarning, match="direct Triton launches are off"):
-        fake_launch.launch(fn, (2,), (x, 32), {"BLOCK": 64}, 4, dev)
-    fake_launch.launch(fn, (2,), (x, 32), {"BLOCK": 64}, 4, dev)
+        fake_launch.launch(fn, (2,), (x, 32), consts(BLOCK=64), 4, dev)
+    fake_launch.launch(fn, (2,), (x, 32), consts(BLOCK=64), 4, dev)
     assert [entry[0] for entry in fn.log] == ["jit", "jit", "jit"]
     assert not fake_launch._COMPILED
 
