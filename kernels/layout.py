@@ -60,33 +60,29 @@ DST_PAGE_BYTES = padded_page_bytes(DST_PAGE_SIZE)  # 37440 == 65 * 576
 
 
 class PageGeometry(NamedTuple):
-    """Where the pages of a validated source view live (a named tuple: it is made on every
-    call, and a frozen dataclass costs microseconds of the eager host time).
+    """Where the pages of a validated source view live (a named tuple, every field computed
+    once when the view is validated: it is read several times on every eager call).
 
     Attributes:
         n_pages: number of source pages.
         page_size: tokens per source page (``src_pbs``).
         page_stride: elements (bytes) between the starts of consecutive pages.
+        split: destination pages per source page.
+        n_dst_pages: destination pages produced by a full split.
+        n_tokens: token slots in the pool; valid token indices are ``0 .. n_tokens - 1``.
     """
 
     n_pages: int
     page_size: int
     page_stride: int
+    split: int
+    n_dst_pages: int
+    n_tokens: int
 
-    @property
-    def split(self) -> int:
-        """Destination pages per source page."""
-        return self.page_size // DST_PAGE_SIZE
-
-    @property
-    def n_dst_pages(self) -> int:
-        """Destination pages produced by a full split."""
-        return self.n_pages * self.split
-
-    @property
-    def n_tokens(self) -> int:
-        """Token slots in the pool; valid token indices are ``0 .. n_tokens - 1``."""
-        return self.n_pages * self.page_size
+    @classmethod
+    def of(cls, n_pages: int, page_size: int, page_stride: int) -> PageGeometry:
+        split = page_size // DST_PAGE_SIZE
+        return cls(n_pages, page_size, page_stride, split, n_pages * split, n_pages * page_size)
 
 
 def check_src_pbs(src_pbs: object) -> int:
@@ -154,7 +150,7 @@ def page_geometry(kv: torch.Tensor, src_pbs: int) -> PageGeometry:
             f"pages overlap: page stride {page_stride} is smaller than the {packed} bytes of a "
             f"{src_pbs}-token page"
         )
-    return PageGeometry(n_pages=n_pages, page_size=src_pbs, page_stride=page_stride)
+    return PageGeometry.of(n_pages, src_pbs, page_stride)
 
 
 def paged_view(pages: torch.Tensor, page_size: int) -> torch.Tensor:

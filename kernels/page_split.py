@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .launch import constexprs, launch
+from .launch import Constexprs, constexprs, launch
 from .layout import (
     DST_DATA_BYTES,
     DST_PAGE_BYTES,
@@ -297,10 +297,42 @@ def _mark(indices: torch.Tensor, mask: torch.Tensor, src_pbs: int, block: int | 
             _mark_pages_kernel,
             grid,
             (flat, mask, n_idx, flat.stride(0), mask.numel() * src_pbs),
-            constexprs(SRC_PBS=src_pbs, BLOCK=block),
+            _mark_constexprs(src_pbs, block),
             4,
             mask.device,
         )
+
+
+#: the kernels' compile-time arguments, made once per distinct set (the eager hot path)
+_CONSTEXPRS: dict[tuple[object, ...], Constexprs] = {}
+
+
+def _split_constexprs(
+    split: int, masked: bool, group: int, chunk: int, stream: bool, find: bool
+) -> Constexprs:
+    key = ("split", split, bool(masked), group, chunk, bool(stream), bool(find))
+    known = _CONSTEXPRS.get(key)
+    if known is None:
+        known = _CONSTEXPRS[key] = constexprs(
+            SPLIT=split,
+            HAS_MASK=bool(masked),
+            GROUP=group,
+            CHUNK=chunk,
+            TILE=1 << (chunk - 1).bit_length(),
+            DATA_BYTES=DST_DATA_BYTES,
+            SCALE_BYTES=DST_SCALE_BYTES,
+            STREAM=bool(stream),
+            FIND=bool(find),
+        )
+    return known
+
+
+def _mark_constexprs(src_pbs: int, block: int) -> Constexprs:
+    key = ("mark", src_pbs, block)
+    known = _CONSTEXPRS.get(key)
+    if known is None:
+        known = _CONSTEXPRS[key] = constexprs(SRC_PBS=src_pbs, BLOCK=block)
+    return known
 
 
 def launch_split(
@@ -338,7 +370,8 @@ def launch_split(
         programs = MASK_PROGRAMS if programs is None else programs
         groups = _cdiv(geometry.n_pages, group)
         grid = (min(groups, programs) if programs > 0 else groups, geometry.split)
-    with _device_guard(kv.device):
+    device = kv.device
+    with _device_guard(device):
         launch(
             _page_split_kernel,
             grid,
@@ -350,19 +383,16 @@ def launch_split(
                 geometry.page_stride,
                 dst.stride(0),
             ),
-            constexprs(
-                SPLIT=geometry.split,
-                HAS_MASK=mask is not None,
-                GROUP=group,
-                CHUNK=chunk,
-                TILE=1 << (chunk - 1).bit_length(),
-                DATA_BYTES=DST_DATA_BYTES,
-                SCALE_BYTES=DST_SCALE_BYTES,
-                STREAM=SPLIT_STREAM if stream is None else stream,
-                FIND=MASK_FIND if find is None else find,
+            _split_constexprs(
+                geometry.split,
+                mask is not None,
+                group,
+                chunk,
+                SPLIT_STREAM if stream is None else stream,
+                MASK_FIND if find is None else find,
             ),
             num_warps,
-            kv.device,
+            device,
         )
 
 
