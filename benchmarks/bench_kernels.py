@@ -50,6 +50,7 @@ PROGRAM_SWEEP = [
     (528, 36864, 16),
 ]
 MARK_SWEEP = [256, 512, 2048]
+CLAIM_SWEEP = [64, 256, 1024]
 N_INDICES = 64 * 1024
 DEVICE = "cuda"
 
@@ -243,6 +244,7 @@ def bench_masked(
     t_mark = median_ms(graph_mark.replay)
     if sweep:
         fixed_costs(idx, mask, src_pbs)
+        claim_mode(kv, src_pbs, idx, none, expected, t_full)
     print(
         f"masked 1% (graph: zero+mark+split): {t_masked * 1e3:8.1f} us  "
         f"{t_masked / t_full:6.2%} of full"
@@ -275,6 +277,43 @@ def fixed_costs(idx: torch.Tensor, mask: torch.Tensor, src_pbs: int) -> None:
     zero_mark = graph_of(lambda: (mask.zero_(), K.mark_pages(idx, mask, src_pbs)))
     for name, g in (("empty kernel", floor), ("mask zero", zero), ("zero + mark", zero_mark)):
         print(f"  fixed cost (graph) {name:>13}: {median_ms(g.replay) * 1e3:8.1f} us")
+
+
+def claim_mode(
+    kv: torch.Tensor,
+    src_pbs: int,
+    idx: torch.Tensor,
+    none: torch.Tensor,
+    expected: torch.Tensor,
+    t_full: float,
+) -> None:
+    """The one-launch masked split (``MASK_MODE = "claim"``), graph replays of the public
+    call (the mask's zero + claim-and-copy), 1% of the pages touched and none, per block."""
+    saved = PS.MASK_MODE, PS.CLAIM_BLOCK
+    registry: dict = {}
+    try:
+        for block in CLAIM_SWEEP:
+            PS.MASK_MODE, PS.CLAIM_BLOCK = "claim", block
+            out = K.split_kv_pages_to_64(kv, src_pbs, idx, registry=registry)
+            registry[(K.DST_KEY, kv.device)].fill_(0xAB)
+            out = K.split_kv_pages_to_64(kv, src_pbs, idx, registry=registry)
+            torch.cuda.synchronize()
+            if not torch.equal(out, expected):
+                raise SystemExit(f"claim mode, block={block}: wrong result")
+            t = median_ms(
+                graph_of(lambda: K.split_kv_pages_to_64(kv, src_pbs, idx, registry=registry)).replay
+            )
+            t0 = median_ms(
+                graph_of(
+                    lambda: K.split_kv_pages_to_64(kv, src_pbs, none, registry=registry)
+                ).replay
+            )
+            print(
+                f"  sweep claim mode (graph: zero + claim-and-copy), block={block:4d}: "
+                f"1% {t * 1e3:8.1f} us = {t / t_full:6.2%} of full; none {t0 * 1e3:8.1f} us"
+            )
+    finally:
+        PS.MASK_MODE, PS.CLAIM_BLOCK = saved
 
 
 def main() -> None:

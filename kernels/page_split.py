@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .claim import claim_split_kernel
 from .launch import Constexprs, constexprs, launch
 from .layout import (
     DST_DATA_BYTES,
@@ -28,6 +29,7 @@ from .layout import (
     check_scratch,
     page_geometry,
 )
+from .page_copy import copy_dst_page
 
 Registry = MutableMapping[Hashable, torch.Tensor]
 ScratchProvider = Callable[[Registry, torch.device, int], torch.Tensor]
@@ -55,43 +57,11 @@ MASK_PROGRAMS = 0
 # How the masked split finds the marked pages of a group: False, one read of each mask byte
 # (measured); True, reductions over the bytes already loaded (a benchmark knob until measured).
 MASK_FIND = False
-
-
-@triton.jit
-def _copy_dst_page(
-    src_page,
-    dst_page,
-    j,
-    SPLIT: tl.constexpr,
-    CHUNK: tl.constexpr,
-    TILE: tl.constexpr,
-    DATA_BYTES: tl.constexpr,
-    SCALE_BYTES: tl.constexpr,
-    STREAM: tl.constexpr,
-):
-    """Copy destination page ``j`` of one source page: its data block, then its scales.
-    ``STREAM``: each byte is read and written once, so loads may leave L2 first and stores
-    bypass it (streaming cache hints)."""
-    offs = tl.arange(0, TILE)
-    data_src = src_page + j * DATA_BYTES
-    for c in tl.static_range(DATA_BYTES // CHUNK):
-        src = data_src + c * CHUNK + offs
-        dst = dst_page + c * CHUNK + offs
-        if TILE == CHUNK:
-            if STREAM:
-                tl.store(dst, tl.load(src, eviction_policy="evict_first"), cache_modifier=".cs")
-            else:
-                tl.store(dst, tl.load(src))
-        else:
-            live = offs < CHUNK
-            if STREAM:
-                x = tl.load(src, mask=live, eviction_policy="evict_first")
-                tl.store(dst, x, mask=live, cache_modifier=".cs")
-            else:
-                tl.store(dst, tl.load(src, mask=live), mask=live)
-    s_offs = tl.arange(0, SCALE_BYTES)
-    s = tl.load(src_page + SPLIT * DATA_BYTES + j * SCALE_BYTES + s_offs)
-    tl.store(dst_page + DATA_BYTES + s_offs, s)
+# The masked split's algorithm: "scan" (mark, then scan every mask group: measured), or
+# "claim" (one launch: each program claims and copies the pages its indices touch; see
+# claim.py; a benchmark knob until measured), with CLAIM_BLOCK indices per program.
+MASK_MODE = "scan"
+CLAIM_BLOCK = 256
 
 
 @triton.jit
@@ -145,7 +115,7 @@ def _page_split_kernel(
                     take = tl.load(mask_ptr + p0 + k, mask=p0 + k < n_src_pages, other=0) != 0
                 if take:
                     p = (p0 + i).to(tl.int64)
-                    _copy_dst_page(
+                    copy_dst_page(
                         src_ptr + p * src_page_stride,
                         dst_ptr + (p * SPLIT + j) * dst_page_stride,
                         j,
@@ -160,7 +130,7 @@ def _page_split_kernel(
         q = tl.program_id(0)
         p = q // SPLIT
         j = q % SPLIT
-        _copy_dst_page(
+        copy_dst_page(
             src_ptr + p.to(tl.int64) * src_page_stride,
             dst_ptr + q.to(tl.int64) * dst_page_stride,
             j,
@@ -396,6 +366,91 @@ def launch_split(
         )
 
 
+def launch_claim_split(
+    kv: torch.Tensor,
+    geometry: PageGeometry,
+    dst: torch.Tensor,
+    indices: torch.Tensor,
+    claims: torch.Tensor,
+    *,
+    block: int | None = None,
+    chunk: int | None = None,
+    num_warps: int | None = None,
+) -> None:
+    """Launch the one-step masked split (:mod:`.claim`): ``claims`` is a zeroed int32
+    tensor of at least ``n_dst_pages`` slots; ``block`` indices per program."""
+    flat = indices.reshape(-1)
+    n_idx = flat.numel()
+    if n_idx == 0 or geometry.n_dst_pages == 0:
+        return
+    block = CLAIM_BLOCK if block is None else block
+    chunk = MASKED_CONFIG[0] if chunk is None else chunk
+    if DST_DATA_BYTES % chunk != 0:
+        raise ValueError(f"chunk={chunk} must divide {DST_DATA_BYTES}")
+    device = kv.device
+    with _device_guard(device):
+        launch(
+            claim_split_kernel,
+            (_cdiv(n_idx, block), geometry.split),
+            (
+                flat,
+                claims,
+                kv,
+                dst,
+                n_idx,
+                flat.stride(0),
+                geometry.n_tokens,
+                geometry.page_stride,
+                dst.stride(0),
+            ),
+            _claim_constexprs(geometry.split, geometry.page_size, block, chunk),
+            MASKED_CONFIG[1] if num_warps is None else num_warps,
+            device,
+        )
+
+
+def _claim_constexprs(split: int, src_pbs: int, block: int, chunk: int) -> Constexprs:
+    key = ("claim", split, src_pbs, block, chunk, bool(SPLIT_STREAM))
+    known = _CONSTEXPRS.get(key)
+    if known is None:
+        known = _CONSTEXPRS[key] = constexprs(
+            SPLIT=split,
+            SRC_PBS=src_pbs,
+            BLOCK=block,
+            CHUNK=chunk,
+            TILE=1 << (chunk - 1).bit_length(),
+            DATA_BYTES=DST_DATA_BYTES,
+            SCALE_BYTES=DST_SCALE_BYTES,
+            STREAM=bool(SPLIT_STREAM),
+        )
+    return known
+
+
+def _split_marked(
+    kv: torch.Tensor,
+    geometry: PageGeometry,
+    dst: torch.Tensor,
+    indices: torch.Tensor,
+    registry: Registry,
+    get_mask: ScratchProvider,
+) -> None:
+    """The masked split, as ``MASK_MODE`` says: mark then scan (a mask byte per source
+    page), or claim (an int32 claim slot per destination page, in the same cleared buffer)."""
+    device = kv.device
+    if MASK_MODE == "claim":
+        n_bytes = 4 * geometry.n_dst_pages
+        mask = get_mask(registry, device, n_bytes)
+        check_scratch("the mask from get_mask", mask, n_bytes, 0, device)
+        if mask.data_ptr() % 4:
+            raise ValueError("the mask from get_mask must start at a 4-byte boundary")
+        launch_claim_split(kv, geometry, dst, indices, mask[:n_bytes].view(torch.int32))
+        return
+    mask = get_mask(registry, device, geometry.n_pages)
+    check_scratch("the mask from get_mask", mask, geometry.n_pages, 0, device)
+    _mark(indices, mask, geometry.page_size, None)
+    launch_split(kv, geometry, dst, mask)
+
+
 def split_kv_pages_to_64(
     kv: torch.Tensor,
     src_pbs: int,
@@ -449,12 +504,10 @@ def split_kv_pages_to_64(
         registry = SCRATCH
     dst = get_dst(registry, device, geometry.n_dst_pages)
     check_scratch("the destination from get_dst", dst, geometry.n_dst_pages, DST_USED_BYTES, device)
-    mask = None
-    if indices is not None:
-        mask = get_mask(registry, device, geometry.n_pages)
-        check_scratch("the mask from get_mask", mask, geometry.n_pages, 0, device)
-        _mark(indices, mask, geometry.page_size, None)
-    launch_split(kv, geometry, dst, mask)
+    if indices is None:
+        launch_split(kv, geometry, dst, None)
+    else:
+        _split_marked(kv, geometry, dst, indices, registry, get_mask)
     # ``layout.paged_view(dst, 64)``, in one call (this is the eager hot path)
     return dst.as_strided(
         (geometry.n_dst_pages, DST_PAGE_SIZE, 1, TOKEN_BYTES),

@@ -239,6 +239,42 @@ def test_masked_split_scans_the_mask_in_groups(
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("block", [2, 16, 1024])
+@pytest.mark.parametrize("src_pbs", SPLIT_PBS)
+def test_claim_mode_splits_each_touched_page_once(
+    device: str, block: int, src_pbs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The one-launch masked split: the same bytes as the reference for every kind of
+    index the default takes (holes, duplicates, out of range, strided, empty); blocks of 2
+    spread the claims over many programs, 1024 leave them to one. Afterwards the claim
+    slots say exactly which (page, part) was copied."""
+    monkeypatch.setattr(page_split, "MASK_MODE", "claim")
+    monkeypatch.setattr(page_split, "CLAIM_BLOCK", block)
+    gen = torch.Generator().manual_seed(src_pbs + block)
+    n_pages = _n_pages(device)
+    kv = make_pool(n_pages, src_pbs, "4d_gap", device, gen)
+    n_tokens = n_pages * src_pbs
+    table = make_indices(n_pages, src_pbs, device, gen, torch.int64)
+    cases = [
+        table,
+        table.to(torch.int32)[:, 0],  # a strided column
+        torch.tensor([src_pbs + 1] * 5 + [-1, -7, n_tokens, n_tokens + 99], device=device),
+        torch.empty(0, dtype=torch.int32, device=device),
+    ]
+    for idx in cases:
+        registry: dict[Hashable, torch.Tensor] = {}
+        out = K.split_kv_pages_to_64(
+            kv, src_pbs, idx, registry=registry, get_dst=poisoning(K.get_dst_buffer)
+        )
+        valid = idx[(idx >= -1) & (idx < n_tokens)]  # what the reference accepts
+        assert torch.equal(out, expected_split(kv, src_pbs, valid))
+        if idx.numel():
+            n_dst = n_pages * src_pbs // 64
+            claims = registry[(K.MASK_KEY, kv.device)][: 4 * n_dst].view(torch.int32)
+            assert torch.equal(claims.bool(), touched_dst_pages(valid, n_pages, src_pbs))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("stream", [False, True], ids=["cached", "streaming"])
 def test_cache_hints_copy_the_same_bytes(
     device: str, stream: bool, monkeypatch: pytest.MonkeyPatch
