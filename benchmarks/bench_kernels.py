@@ -10,7 +10,8 @@ every run):
   CUDA graph (mask.zero_ + mark + split), against the same with no page touched (the fixed
   launch-and-scan cost, reported separately) and against the full split;
 * the mark kernel alone for 64k indices;
-* a sweep of the split kernel's launch configuration (``--sweep``).
+* a sweep of the split kernel's launch configuration (``--sweep``), with the masked split's
+  fixed cost broken down and the one-launch masked split (``MASK_MODE = "claim"``).
 
 Usage: ``python3 benchmarks/bench_kernels.py [--gib 2] [--sweep]`` from the repository root.
 """
