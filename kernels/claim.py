@@ -11,8 +11,11 @@ pages and no separate mark launch; the claim slots (int32, one per destination p
 be zero before the launch, which the mask provider's clear does.
 
 What it trades: which program wins a page depends on timing, so one program can end up
-copying several pages one after another. It is a benchmark knob (``MASK_MODE``) until a GPU
-has measured it against the default.
+copying several pages one after another. And a slot left at 1 (a mask provider that does not
+clear) makes its part silently not copied, where the default's stale mask byte only copies a
+page more. It is a benchmark knob (``MASK_MODE``, set before the first call: the claim slots
+need a larger mask buffer, and a CUDA graph captured before the switch keeps the old one)
+until a GPU has measured it against the default.
 """
 
 import triton
@@ -52,8 +55,9 @@ def claim_split_kernel(
     t = tl.load(idx_ptr + offs * idx_stride, mask=inb, other=-1).to(tl.int64)
     ok = inb & (t >= 0) & (t < n_tokens)
     page = tl.where(ok, t // SRC_PBS, 0)
-    old = tl.atomic_xchg(claim_ptr + page * SPLIT + j, 1, mask=ok)
-    won = ok & (old == 0)
+    # relaxed: the slot guards no data written in this launch, only who copies the part
+    old = tl.atomic_xchg(claim_ptr + page * SPLIT + j, 1, mask=ok, sem="relaxed")
+    won = ok & (old == 0)  # a masked-off lane reads 0 back: `ok &` must stay
     for _ in range(tl.sum(won.to(tl.int32), axis=0)):
         i = tl.min(tl.where(won, lanes, BLOCK), axis=0)
         here = lanes == i

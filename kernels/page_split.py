@@ -379,11 +379,26 @@ def launch_claim_split(
 ) -> None:
     """Launch the one-step masked split (:mod:`.claim`): ``claims`` is a zeroed int32
     tensor of at least ``n_dst_pages`` slots; ``block`` indices per program."""
+    block = CLAIM_BLOCK if block is None else block
+    if block < 1 or block & (block - 1):
+        raise ValueError(f"block={block} must be a power of two")
+    n_dst = geometry.n_dst_pages
+    if not (
+        isinstance(claims, torch.Tensor)
+        and claims.dtype == torch.int32
+        and claims.device == kv.device
+        and claims.dim() == 1
+        and claims.numel() >= n_dst
+        and claims.stride(0) == 1
+    ):
+        raise ValueError(
+            f"claims must be a contiguous int32 tensor of {n_dst} slots on {kv.device}"
+        )
+    check_indices(indices, kv)
     flat = indices.reshape(-1)
     n_idx = flat.numel()
-    if n_idx == 0 or geometry.n_dst_pages == 0:
+    if n_idx == 0 or n_dst == 0:
         return
-    block = CLAIM_BLOCK if block is None else block
     chunk = MASKED_CONFIG[0] if chunk is None else chunk
     if DST_DATA_BYTES % chunk != 0:
         raise ValueError(f"chunk={chunk} must divide {DST_DATA_BYTES}")

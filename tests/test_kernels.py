@@ -275,6 +275,31 @@ def test_claim_mode_splits_each_touched_page_once(
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_claim_launch_checks_its_slots_and_block(device: str) -> None:
+    gen = torch.Generator().manual_seed(23)
+    kv = make_pool(3, 128, "2d_padded", device, gen)
+    geometry = page_split._geometry(kv, 128)
+    dst = K.get_dst_buffer({}, kv.device, geometry.n_dst_pages)
+    idx = torch.tensor([0, 200], device=device)
+    slots = torch.zeros(geometry.n_dst_pages, dtype=torch.int32, device=device)
+    bad_slots = [
+        slots[:-1],
+        slots.to(torch.int64),
+        torch.zeros(12, dtype=torch.int32, device=device)[::2],
+    ]
+    for claims in bad_slots:
+        with pytest.raises(ValueError, match="claims must be a contiguous int32 tensor of 6 slots"):
+            page_split.launch_claim_split(kv, geometry, dst, idx, claims)
+    with pytest.raises(ValueError, match="block=3 must be a power of two"):
+        page_split.launch_claim_split(kv, geometry, dst, idx, slots, block=3)
+    with pytest.raises(TypeError, match="indices must be"):
+        page_split.launch_claim_split(kv, geometry, dst, idx.float(), slots)
+    page_split.launch_claim_split(kv, geometry, dst, idx, slots)
+    # tokens 0 and 200 touch source pages 0 and 1: both parts of each are claimed
+    assert slots.tolist() == [1, 1, 1, 1, 0, 0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("stream", [False, True], ids=["cached", "streaming"])
 def test_cache_hints_copy_the_same_bytes(
     device: str, stream: bool, monkeypatch: pytest.MonkeyPatch
@@ -859,6 +884,30 @@ def test_cuda_graph_rows(variant: str, view: str) -> None:
     assert not mask.is_inference()
     # Row 1 (and the fixed fixtures): ordinary; row 3: runs, destination latent inference.
     assert dst.is_inference() == (variant == "unguarded_dst")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA or K.INTERPRETED, reason="needs a CUDA GPU")
+def test_claim_mode_graph_replays_clear_the_slots_and_follow_new_indices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Claim mode depends on the captured clear: a replay that kept the last replay's claims
+    would copy nothing new. Each replay, with new bytes and new indices, is right."""
+    monkeypatch.setattr(page_split, "MASK_MODE", "claim")
+    gen = torch.Generator().manual_seed(29)
+    n_pages = 40
+    kv = make_pool(n_pages, 256, "4d_gap", "cuda", gen)
+    idx = make_indices(n_pages, 256, "cuda", gen, torch.int32)
+    registry: dict[Hashable, torch.Tensor] = {}
+    graph, out = capture_and_replay(lambda: K.split_kv_pages_to_64(kv, 256, idx, registry=registry))
+    for replay in range(4):
+        if replay:
+            kv.copy_(make_pool(n_pages, 256, "4d_gap", "cuda", gen))
+            idx.copy_(make_indices(n_pages, 256, "cuda", gen, torch.int32))
+            graph.replay()
+            torch.cuda.synchronize()
+        rows = touched_dst_pages(idx, n_pages, 256)
+        assert torch.equal(out[rows], expected_split(kv, 256, idx)[rows])
 
 
 @pytest.mark.gpu
