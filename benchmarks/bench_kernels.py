@@ -13,7 +13,9 @@ every run):
 * a sweep of the split kernel's launch configuration (``--sweep``), with the masked split's
   fixed cost broken down and the one-launch masked split (``MASK_MODE = "claim"``).
 
-Usage: ``python3 benchmarks/bench_kernels.py [--gib 2] [--sweep]`` from the repository root.
+Usage: ``python3 benchmarks/bench_kernels.py [--gib 2] [--sweep]`` from the repository root;
+``TRITON_INTERPRET=1 python3 benchmarks/bench_kernels.py --sweep --dry-run`` runs every code
+path on the CPU, untimed (a test does, so that the script does not rot between GPU runs).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import importlib.util
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import torch
@@ -96,6 +98,27 @@ def graph_of(fn: Callable[[], object]) -> torch.cuda.CUDAGraph:
     return graph
 
 
+def sync() -> None:
+    """Wait for the GPU (nothing to wait for in a dry run)."""
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
+
+
+def _dry_run() -> None:
+    """Every code path on CPU tensors in the Triton interpreter, tiny, each timed call made
+    once and reported as nan: checks the script, not the speed (``tests/`` runs it)."""
+
+    def once(fn: Callable[[], object], rep: int = 200) -> float:
+        fn()
+        return float("nan")
+
+    def replayable(fn: Callable[[], object]) -> Any:
+        fn()
+        return SimpleNamespace(replay=fn)
+
+    globals().update(DEVICE="cpu", N_INDICES=2048, median_ms=once, graph_of=replayable)
+
+
 def copy_ceiling_ms(n_bytes: int) -> float:
     """Median time of a plain torch device-to-device copy of ``n_bytes`` random bytes."""
     src = torch.randint(0, 256, (n_bytes,), dtype=torch.uint8, device=DEVICE)
@@ -146,7 +169,7 @@ def bench_full(
     """The full split against a torch copy of the same bytes: (copy ms, split ms, split
     bandwidth / copy bandwidth)."""
     out = K.split_kv_pages_to_64(kv, src_pbs, registry=registry)
-    torch.cuda.synchronize()
+    sync()
     ok = torch.equal(out, K.split_kv_pages_to_64_reference(kv, src_pbs))
     print(f"full split equals the torch reference: {ok}")
     if not ok:
@@ -202,7 +225,7 @@ def bench_masked(
     dst.fill_(0xAB)  # poison: the masked split must write exactly the touched pages
     expected = K.split_kv_pages_to_64_reference(kv, src_pbs, idx, out=dst.clone())
     out = K.split_kv_pages_to_64(kv, src_pbs, idx, registry=registry)
-    torch.cuda.synchronize()
+    sync()
     ok = torch.equal(out, expected)
     print(f"masked split equals the torch reference: {ok} ({int(marked.sum())} pages touched)")
     if not ok:
@@ -302,7 +325,7 @@ def claim_mode(
                 K.split_kv_pages_to_64(kv, src_pbs, ids, registry=registry)
                 registry[(K.DST_KEY, kv.device)].fill_(0xAB)
                 out = K.split_kv_pages_to_64(kv, src_pbs, ids, registry=registry)
-                torch.cuda.synchronize()
+                sync()
                 if not torch.equal(out, expected):
                     raise SystemExit(f"claim mode, block={block}: wrong result")
                 graph = graph_of(
@@ -327,20 +350,33 @@ def main() -> None:
     parser.add_argument("--gib", type=float, default=2.0, help="source pool size in GiB")
     parser.add_argument("--sweep", action="store_true", help="also sweep launch configurations")
     parser.add_argument("--pbs", type=int, nargs="*", default=[128, 256, 512])
-    args = parser.parse_args()
-    if not torch.cuda.is_available() or K.INTERPRETED:
-        raise SystemExit("needs a CUDA GPU (and TRITON_INTERPRET unset)")
-    props = torch.cuda.get_device_properties(0)
-    print(
-        f"device: {props.name}, {props.multi_processor_count} SMs; torch {torch.__version__}, "
-        f"triton {triton.__version__}; split chunk={PS.SPLIT_CHUNK_BYTES} "
-        f"warps={PS.SPLIT_NUM_WARPS}; masked (chunk, warps)={PS.MASKED_CONFIG} "
-        f"group={PS.MASK_GROUP}; times are do_bench medians"
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="run every code path on the CPU interpreter (TRITON_INTERPRET=1), tiny, untimed",
     )
+    args = parser.parse_args()
+    if args.dry_run:
+        if not K.INTERPRETED:
+            raise SystemExit("--dry-run needs TRITON_INTERPRET=1 set before the kernels load")
+        _dry_run()
+        args.gib = min(args.gib, 0.003)
+        print("dry run: CPU interpreter, tiny pools, times are nan")
+    elif not torch.cuda.is_available() or K.INTERPRETED:
+        raise SystemExit("needs a CUDA GPU (and TRITON_INTERPRET unset)")
+    else:
+        props = torch.cuda.get_device_properties(0)
+        print(
+            f"device: {props.name}, {props.multi_processor_count} SMs; torch "
+            f"{torch.__version__}, triton {triton.__version__}; split chunk="
+            f"{PS.SPLIT_CHUNK_BYTES} warps={PS.SPLIT_NUM_WARPS}; masked (chunk, warps)="
+            f"{PS.MASKED_CONFIG} group={PS.MASK_GROUP}; times are do_bench medians"
+        )
     rows: list[str] = []
     for src_pbs in args.pbs:
         bench_page_size(src_pbs, args.gib, args.sweep, rows)
-        torch.cuda.empty_cache()
+        if DEVICE == "cuda":
+            torch.cuda.empty_cache()
     print("\nsummary (us; full% = split bandwidth / torch copy bandwidth; masked% = masked / full)")
     print(" pbs    GiB   copy_us   full_us   full%  mask1%us  mask0%us masked% mark_us")
     for row in rows:

@@ -1,0 +1,37 @@
+"""The kernel benchmark runs end to end without a GPU (``--dry-run``).
+
+The benchmark only ever times anything on a lent GPU, where device time is short; a script
+that fails there (a renamed function, a wrong argument) wastes a whole call. Its dry run
+takes every code path, sweep included, on CPU tensors in the Triton interpreter, with the
+same correctness checks (the full, masked and claim-mode splits against the torch
+reference), and times nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_kernel_benchmark_sweep_runs_on_the_cpu_interpreter() -> None:
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_kernels.py"), "--sweep", "--dry-run",
+         "--pbs", "256"],
+        capture_output=True, text=True, env=env, timeout=900, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "full split equals the torch reference: True" in out
+    assert "masked split equals the torch reference: True" in out
+    assert out.count("sweep claim mode (graph") == 6  # 3 blocks x random, ordered
+    assert "summary" in out and " 256 " in out.split("summary")[1]
