@@ -18,7 +18,6 @@ instrumentation mode are on, or under the Triton interpreter, go through the JIT
 
 from __future__ import annotations
 
-import functools
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -67,9 +66,9 @@ def _direct_ok() -> bool:
 
 
 class Constexprs:
-    """A kernel's compile-time arguments, made once per distinct set (:func:`constexprs`):
-    what the JIT gets as keywords, the values the launcher gets after the runtime
-    arguments, and a key that tells ``True``, ``1`` and ``1.0`` apart as the JIT does."""
+    """A kernel's compile-time arguments (:func:`constexprs`): what the JIT gets as
+    keywords, the values the launcher gets after the runtime arguments, and a key that
+    tells ``True``, ``1`` and ``1.0`` apart as the JIT does."""
 
     __slots__ = ("key", "kwargs", "values")
 
@@ -79,9 +78,9 @@ class Constexprs:
         self.key = tuple((name, type(value), value) for name, value in kwargs.items())
 
 
-@functools.lru_cache(maxsize=256, typed=True)
 def constexprs(**kwargs: object) -> Constexprs:
-    """The :class:`Constexprs` of these keyword values, in the kernel's parameter order."""
+    """The :class:`Constexprs` of these keyword values, in the kernel's parameter order
+    (made once per set by the caller: building one costs what a launch saves)."""
     return Constexprs(kwargs)
 
 

@@ -277,32 +277,48 @@ def _mark(indices: torch.Tensor, mask: torch.Tensor, src_pbs: int, block: int | 
 _CONSTEXPRS: dict[tuple[object, ...], Constexprs] = {}
 
 
+def _memo(key: tuple[object, ...], make: Callable[[], Constexprs]) -> Constexprs:
+    known = _CONSTEXPRS.get(key)
+    if known is None:
+        known = _CONSTEXPRS[key] = make()
+    return known
+
+
+def _copy_constexprs(chunk: int, stream: bool) -> dict[str, object]:
+    """``copy_dst_page``'s compile-time arguments, in the kernels' parameter order."""
+    return {
+        "CHUNK": chunk,
+        "TILE": 1 << (chunk - 1).bit_length(),
+        "DATA_BYTES": DST_DATA_BYTES,
+        "SCALE_BYTES": DST_SCALE_BYTES,
+        "STREAM": stream,
+    }
+
+
 def _split_constexprs(
     split: int, masked: bool, group: int, chunk: int, stream: bool, find: bool
 ) -> Constexprs:
-    key = ("split", split, bool(masked), group, chunk, bool(stream), bool(find))
-    known = _CONSTEXPRS.get(key)
-    if known is None:
-        known = _CONSTEXPRS[key] = constexprs(
-            SPLIT=split,
-            HAS_MASK=bool(masked),
-            GROUP=group,
-            CHUNK=chunk,
-            TILE=1 << (chunk - 1).bit_length(),
-            DATA_BYTES=DST_DATA_BYTES,
-            SCALE_BYTES=DST_SCALE_BYTES,
-            STREAM=bool(stream),
-            FIND=bool(find),
-        )
-    return known
+    masked, stream, find = bool(masked), bool(stream), bool(find)
+    return _memo(
+        ("split", split, masked, group, chunk, stream, find),
+        lambda: constexprs(
+            SPLIT=split, HAS_MASK=masked, GROUP=group, **_copy_constexprs(chunk, stream), FIND=find
+        ),
+    )
 
 
 def _mark_constexprs(src_pbs: int, block: int) -> Constexprs:
-    key = ("mark", src_pbs, block)
-    known = _CONSTEXPRS.get(key)
-    if known is None:
-        known = _CONSTEXPRS[key] = constexprs(SRC_PBS=src_pbs, BLOCK=block)
-    return known
+    return _memo(("mark", src_pbs, block), lambda: constexprs(SRC_PBS=src_pbs, BLOCK=block))
+
+
+def _claim_constexprs(split: int, src_pbs: int, block: int, chunk: int) -> Constexprs:
+    stream = bool(SPLIT_STREAM)
+    return _memo(
+        ("claim", split, src_pbs, block, chunk, stream),
+        lambda: constexprs(
+            SPLIT=split, SRC_PBS=src_pbs, BLOCK=block, **_copy_constexprs(chunk, stream)
+        ),
+    )
 
 
 def launch_split(
@@ -422,23 +438,6 @@ def launch_claim_split(
             MASKED_CONFIG[1] if num_warps is None else num_warps,
             device,
         )
-
-
-def _claim_constexprs(split: int, src_pbs: int, block: int, chunk: int) -> Constexprs:
-    key = ("claim", split, src_pbs, block, chunk, bool(SPLIT_STREAM))
-    known = _CONSTEXPRS.get(key)
-    if known is None:
-        known = _CONSTEXPRS[key] = constexprs(
-            SPLIT=split,
-            SRC_PBS=src_pbs,
-            BLOCK=block,
-            CHUNK=chunk,
-            TILE=1 << (chunk - 1).bit_length(),
-            DATA_BYTES=DST_DATA_BYTES,
-            SCALE_BYTES=DST_SCALE_BYTES,
-            STREAM=bool(SPLIT_STREAM),
-        )
-    return known
 
 
 def _split_marked(
