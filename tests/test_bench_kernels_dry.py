@@ -38,3 +38,19 @@ def test_the_kernel_benchmark_sweep_runs_on_the_cpu_interpreter() -> None:
     assert "masked split equals the torch reference: True" in out
     assert out.count("sweep claim mode (graph") == 6  # 3 blocks x random, ordered
     assert "summary" in out and " 256 " in out.split("summary")[1]
+
+
+def test_the_host_time_benchmark_sees_one_jit_call_per_specialization() -> None:
+    """``bench_kernels_host.py`` times the wrapper with stand-in kernels and exits non-zero
+    unless every launch after a specialization's first went the direct way."""
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_kernels_host.py"), "--calls", "20",
+         "--repeat", "1"],
+        capture_output=True, text=True, env=env, timeout=900, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "_page_split_kernel 2 JIT + 40 direct" in proc.stdout
+    assert "_mark_pages_kernel 1 JIT + 20 direct" in proc.stdout
+    assert "claim_split_kernel 1 JIT + 20 direct" in proc.stdout
+    assert "masked (claim mode)" in proc.stdout
