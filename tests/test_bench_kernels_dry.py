@@ -25,13 +25,17 @@ if importlib.util.find_spec("torch") is None or importlib.util.find_spec("triton
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_kernel_benchmark_sweep_runs_on_the_cpu_interpreter() -> None:
+def _run_interpreted(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``benchmarks/<script>`` with the kernels in the Triton interpreter."""
     env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_kernels.py"), "--sweep", "--dry-run",
-         "--pbs", "256"],
+    return subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), *args],
         capture_output=True, text=True, env=env, timeout=900, cwd=ROOT,
     )  # fmt: skip
+
+
+def test_the_kernel_benchmark_sweep_runs_on_the_cpu_interpreter() -> None:
+    proc = _run_interpreted("bench_kernels.py", "--sweep", "--dry-run", "--pbs", "256")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     assert "full split equals the torch reference: True" in out
@@ -43,12 +47,7 @@ def test_the_kernel_benchmark_sweep_runs_on_the_cpu_interpreter() -> None:
 def test_the_host_time_benchmark_sees_one_jit_call_per_specialization() -> None:
     """``bench_kernels_host.py`` times the wrapper with stand-in kernels and exits non-zero
     unless every launch after a specialization's first went the direct way."""
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "bench_kernels_host.py"), "--calls", "20",
-         "--repeat", "1"],
-        capture_output=True, text=True, env=env, timeout=900, cwd=ROOT,
-    )  # fmt: skip
+    proc = _run_interpreted("bench_kernels_host.py", "--calls", "20", "--repeat", "1")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "_page_split_kernel 2 JIT + 40 direct" in proc.stdout
     assert "_mark_pages_kernel 1 JIT + 20 direct" in proc.stdout
